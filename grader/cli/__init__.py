@@ -1,0 +1,34 @@
+"""The `grader` command: one module per subcommand, each adding its parser and its `run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+
+from grader import __version__
+from grader.cli import check, demo, grade, listing
+from grader.errors import GraderError
+
+COMMANDS = (grade, check, listing, demo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grader", description="Grade GPU programming assignments.")
+    parser.add_argument("--version", action="version", version=f"kernel-grader {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(commands)
+    arguments = parser.parse_args(argv)
+    try:
+        return arguments.run(arguments)
+    except GraderError as error:
+        Console(stderr=True).print(f"[red]error:[/] {error}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

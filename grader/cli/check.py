@@ -1,0 +1,48 @@
+"""`grader check [PATH]`: a student's pre-submission check on the public cases.
+
+Exits 1 when a public case fails, so that CI on a student's push goes red.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from grader.cli.options import add_grading_options, options_from
+from grader.errors import SubmissionError
+from grader.pipeline import grade
+from grader.report import terminal
+from grader.spec import Assignment, list_assignments, load_assignment
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("check", help="check your repository on the public cases (students)")
+    parser.add_argument("path", nargs="?", type=Path, default=Path("."), help="your repository (default: .)")
+    parser.add_argument("--assignment", "-a", default=None, help="assignment name (default: recognised from the files)")
+    add_grading_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    assignment = load_assignment(arguments.assignment) if arguments.assignment else recognise(arguments.path)
+    result = grade(arguments.path, assignment, options_from(arguments, public_only=True))
+    terminal.render(result, Console(), arguments.verbose)
+    if arguments.json:
+        result.write(arguments.json)
+    return 0 if all(k.status == "passed" for k in result.kernels) else 1
+
+
+def recognise(path: Path) -> Assignment:
+    """The assignment whose kernel files the folder holds (most of them)."""
+    scored = []
+    for assignment in list_assignments():
+        files = {s for k in assignment.kernels for s in k.sources}
+        present = sum((path / f).is_file() for f in files)
+        if present:
+            scored.append((present / len(files), assignment))
+    if not scored:
+        raise SubmissionError(f"{path.resolve()}: holds none of the files of any known assignment; "
+                              "name one with --assignment (see `grader list`)")
+    return max(scored, key=lambda pair: pair[0])[1]

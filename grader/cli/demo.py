@@ -1,0 +1,76 @@
+"""`grader demo`: grade the bundled sample submissions of every assignment this machine can run.
+
+C++ assignments run anywhere; CUDA ones need a GPU and CuPy, and are skipped (with the reason)
+elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from grader.cli.options import add_grading_options, options_from
+from grader.pipeline import grade
+from grader.report import terminal
+from grader.samples import compose, variants
+from grader.spec import Assignment, list_assignments
+
+# The samples shown per assignment: one correct alternative, one bug, one attack, where bundled.
+SHOWN_KINDS = ("alternative", "mutant", "hostile")
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("demo", help="grade the bundled sample submissions")
+    add_grading_options(parser)
+    parser.set_defaults(run=run)
+
+
+def gpu_unavailable_reason() -> str | None:
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no CuPy, no driver, no device: all mean "can't run CUDA here"
+        return f"no usable GPU ({type(error).__name__}: {str(error)[:80]})"
+    return None if count > 0 else "no GPU found"
+
+
+def run(arguments: argparse.Namespace) -> int:
+    console = Console()
+    summary = Table(title="grader demo: bundled samples")
+    for column in ("assignment", "sample", "expected", "score", "statuses"):
+        summary.add_column(column)
+    for assignment in list_assignments():
+        reason = gpu_unavailable_reason() if assignment.target == "cuda" else None
+        if reason:
+            console.print(f"[yellow]skipping {assignment.name}[/]: CUDA assignment, {reason}")
+            continue
+        for label, expected, submission in _samples(assignment):
+            with tempfile.TemporaryDirectory(prefix="kg-demo-") as scratch:
+                folder = submission(Path(scratch) / label)
+                result = grade(folder, assignment, options_from(arguments, public_only=False))
+            terminal.render(result, console)
+            statuses = ", ".join(f"{k.name}: {k.status}" for k in result.kernels)
+            summary.add_row(assignment.name, label, expected, f"{result.score:g}/{result.max_score:g}", statuses)
+    console.print(summary)
+    return 0
+
+
+def _samples(assignment: Assignment):
+    yield "reference", "full marks", lambda d: compose(assignment, None, d)
+    yield "template", "0, every kernel compiled", lambda d: _copy_template(assignment, d)
+    bundled = variants(assignment)
+    for kind in SHOWN_KINDS:
+        variant = next((v for v in bundled if v.kind == kind and v.expect != "timeout"), None)
+        if variant:
+            yield variant.name, f"{variant.kernel}: {variant.expect}", lambda d, v=variant: compose(assignment, v, d)
+
+
+def _copy_template(assignment: Assignment, destination: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(assignment.template_dir, destination))

@@ -1,0 +1,37 @@
+"""`grader grade SUBMISSION --assignment NAME`: grade one repository or folder on every case."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from grader.cli.options import add_grading_options, options_from
+from grader.pipeline import grade
+from grader.report import terminal
+from grader.spec import load_assignment
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("grade", help="grade one submission on all cases (instructors)")
+    parser.add_argument("submission", type=Path, help="the submission's folder (a git checkout or a plain folder)")
+    parser.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
+    parser.add_argument("--secret-file", type=Path, default=None,
+                        help="file holding the secret seed (default: $KERNEL_GRADER_SECRET)")
+    add_grading_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    console = Console()
+    options = options_from(arguments, public_only=False)
+    if options.secret is None:
+        console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): "
+                      "hidden cases use the public seed, so their outputs are predictable")
+    result = grade(arguments.submission, load_assignment(arguments.assignment), options)
+    terminal.render(result, console, arguments.verbose)
+    if arguments.json:
+        result.write(arguments.json)
+        console.print(f"result written to {arguments.json}")
+    return 0

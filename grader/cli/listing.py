@@ -1,0 +1,30 @@
+"""`grader list`: the assignments this grader knows, with their kernels and weights."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from grader.spec import list_assignments
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("list", help="list assignments with their kernels and weights")
+    parser.set_defaults(run=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    table = Table(title="assignments")
+    for column in ("assignment", "target", "kernel", "weight", "cases (public)", "tolerance"):
+        table.add_column(column)
+    for assignment in list_assignments():
+        for i, kernel in enumerate(assignment.kernels):
+            public = sum(c.public for c in kernel.cases)
+            table.add_row(assignment.name if i == 0 else "", assignment.target if i == 0 else "", kernel.name,
+                          f"{kernel.weight:g}", f"{len(kernel.cases)} ({public})",
+                          f"atol {kernel.tolerance.atol:g}, rtol {kernel.tolerance.rtol:g}")
+        table.add_row("", "", "[bold]total[/]", f"[bold]{assignment.max_score:g}[/]", "", "", end_section=True)
+    Console().print(table)
+    return 0

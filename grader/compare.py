@@ -1,0 +1,121 @@
+"""Compare a kernel's outputs with gold, element by element, and explain the verdict.
+
+An element passes iff |y - g| <= atol + rtol * |g|. NaN or Inf in y fails unless gold holds the
+same there; NaN in gold is never a wildcard. Elements that still hold the harness's NaN poison are
+named "never written".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from grader.harness import POISON_BITS
+from grader.spec import Tolerance
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    buffer: str
+    index: tuple[int, ...]
+    expected: float
+    got: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One case of one kernel: passed or not, with the figures that explain why."""
+
+    passed: bool
+    max_abs_err: float
+    max_rel_err: float
+    rel_l2_err: float
+    mismatches: int
+    elements: int
+    never_written: int
+    first_mismatch: Mismatch | None
+    message: str
+
+
+def never_written(output: np.ndarray) -> np.ndarray:
+    """Mask of elements still holding the poison bit pattern."""
+    unsigned, bits = POISON_BITS[output.dtype.name]
+    return output.view(unsigned) == unsigned(bits)
+
+
+def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], tolerance: Tolerance) -> Verdict:
+    """Compare every graded buffer; the verdict passes only if all of them do."""
+    verdicts = [_compare_buffer(name, outputs.get(name), gold[name], tolerance) for name in sorted(gold)]
+    failed = [v for v in verdicts if not v.passed]
+    first = next((v.first_mismatch for v in failed if v.first_mismatch), None)
+    return Verdict(
+        passed=not failed,
+        max_abs_err=max(v.max_abs_err for v in verdicts),
+        max_rel_err=max(v.max_rel_err for v in verdicts),
+        rel_l2_err=max(v.rel_l2_err for v in verdicts),
+        mismatches=sum(v.mismatches for v in verdicts),
+        elements=sum(v.elements for v in verdicts),
+        never_written=sum(v.never_written for v in verdicts),
+        first_mismatch=first,
+        message="; ".join(v.message for v in failed) if failed else _passed_message(verdicts),
+    )
+
+
+def _passed_message(verdicts: list[Verdict]) -> str:
+    worst = max(verdicts, key=lambda v: v.max_abs_err)
+    return f"all {sum(v.elements for v in verdicts):,} elements within tolerance (max abs err {worst.max_abs_err:.3g})"
+
+
+def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tolerance: Tolerance) -> Verdict:
+    elements = int(gold.size)
+    if output is None:
+        return Verdict(False, float("inf"), float("inf"), float("inf"), elements, elements, elements, None,
+                       f"{name}: no output was saved")
+    if output.shape != gold.shape:
+        return Verdict(False, float("inf"), float("inf"), float("inf"), elements, elements, 0, None,
+                       f"{name}: shape {list(output.shape)}, expected {list(gold.shape)}")
+    unwritten = never_written(output)
+    y = output.astype(np.float64)
+    g = gold.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        difference = np.abs(y - g)
+        close = difference <= tolerance.atol + tolerance.rtol * np.abs(g)
+        same_nonfinite = (np.isnan(y) & np.isnan(g)) | (np.isinf(g) & (y == g))
+    passed = np.where(np.isfinite(g), close, same_nonfinite) & ~unwritten
+    mismatches = int(elements - np.count_nonzero(passed))
+    comparable = np.isfinite(y) & np.isfinite(g)
+    max_abs = float(difference[comparable].max(initial=0.0))
+    significant = comparable & (np.abs(g) > tolerance.atol)
+    max_rel = float((difference[significant] / np.abs(g[significant])).max(initial=0.0))
+    gold_norm = float(np.linalg.norm(g[comparable]))
+    if mismatches and not comparable.all():
+        rel_l2 = float("inf")
+    else:
+        rel_l2 = float(np.linalg.norm((y - g)[comparable]) / gold_norm) if gold_norm > 0 else max_abs
+    unwritten_count = int(np.count_nonzero(unwritten))
+    first = None
+    if mismatches:
+        index = tuple(int(i) for i in np.unravel_index(int(np.argmin(passed)), gold.shape))
+        first = Mismatch(name, index, float(g[index]), float(y[index]))
+    message = _explain(name, mismatches, elements, unwritten_count, first, tolerance, max_abs, unwritten)
+    return Verdict(mismatches == 0, max_abs, max_rel, rel_l2, mismatches, elements, unwritten_count, first, message)
+
+
+def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, first: Mismatch | None,
+             tolerance: Tolerance, max_abs: float, unwritten: np.ndarray) -> str:
+    if mismatches == 0:
+        return f"{name}: all {elements:,} elements within tolerance"
+    if unwritten_count == elements:
+        return f"{name}: never written (all {elements:,} elements still hold the NaN poison)"
+    parts = []
+    if unwritten_count:
+        where = [int(i) for i in np.unravel_index(int(np.argmax(unwritten)), unwritten.shape)]
+        parts.append(f"{unwritten_count:,} of {elements:,} elements never written (first at {where})")
+    wrong = mismatches - unwritten_count
+    if wrong:
+        parts.append(f"{wrong:,} of {elements:,} elements outside tolerance (atol={tolerance.atol:g}, "
+                     f"rtol={tolerance.rtol:g}; max abs err {max_abs:.3g})")
+    if first is not None:
+        parts.append(f"first mismatch at {list(first.index)}: expected {first.expected:.6g}, got {first.got:.6g}")
+    return f"{name}: " + "; ".join(parts)

@@ -1,0 +1,86 @@
+"""Gold outputs: the trusted reference, run through the very same build and run path.
+
+Cached by a hash of the reference's build (sources, flags, toolchain) and the case's inputs, so a
+class of 300 computes each case's gold once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from grader.build import Artifact, build_submission
+from grader.compare import never_written
+from grader.errors import GoldError, SpecError
+from grader.runner import Call, run_calls
+from grader.sandbox import Sandbox
+from grader.spec import Assignment, Case, Kernel
+
+GoldKey = tuple[str, str]  # (kernel, case)
+
+# Below this, an all-zeros answer would pass: max |gold| must be at least this many atol.
+MIN_GOLD_OVER_ATOL = 100
+
+
+def gold_outputs(
+    assignment: Assignment, selection: list[tuple[Kernel, Case, Path]], cache_dir: Path, sandbox: Sandbox,
+    cuda_arch: str | None = None,
+) -> dict[GoldKey, dict[str, np.ndarray]]:
+    """Gold for each (kernel, case, inputs folder): from the cache, or by running the reference."""
+    kernels = tuple({k.name: k for k, _, _ in selection}.values())
+    artifacts = build_submission(assignment, assignment.reference_dir, cache_dir, kernels, cuda_arch=cuda_arch)
+    for artifact in artifacts.values():
+        if artifact.status != "built":
+            raise GoldError(f"{assignment.reference_dir}: the reference kernel '{artifact.kernel}' does not build:\n"
+                            f"{artifact.message}")
+    folders = {(k.name, c.name): _gold_folder(cache_dir, artifacts[k.name], inputs) for k, c, inputs in selection}
+    missing = [(k, c, i) for k, c, i in selection if not (folders[(k.name, c.name)] / "COMPLETE").is_file()]
+    if missing:
+        _compute(assignment, missing, artifacts, folders, sandbox)
+    gold = {}
+    for kernel, case, _ in selection:
+        folder = folders[(kernel.name, case.name)]
+        gold[(kernel.name, case.name)] = {b.name: np.load(folder / f"{b.name}.npy") for b in kernel.buffers_with("output")}
+        _check_gold(assignment, kernel, case, gold[(kernel.name, case.name)])
+    return gold
+
+
+def _gold_folder(cache_dir: Path, artifact: Artifact, inputs: Path) -> Path:
+    assert artifact.library is not None
+    key = hashlib.sha256(f"{artifact.library.parent.name}/{inputs.name}".encode()).hexdigest()[:32]
+    return cache_dir / "gold" / key
+
+
+def _compute(assignment: Assignment, missing: list[tuple[Kernel, Case, Path]], artifacts: dict[str, Artifact],
+             folders: dict[GoldKey, Path], sandbox: Sandbox) -> None:
+    staging = {(k.name, c.name): folders[(k.name, c.name)].with_name(folders[(k.name, c.name)].name + f".tmp{os.getpid()}")
+               for k, c, _ in missing}
+    calls = [Call(k, c, artifacts[k.name].library, inputs, staging[(k.name, c.name)])  # type: ignore[arg-type]
+             for k, c, inputs in missing]
+    report = run_calls(assignment, calls, sandbox)
+    for call, outcome in zip(calls, report.outcomes):
+        if outcome.status != "ok":
+            raise GoldError(f"{assignment.reference_dir}: the reference kernel '{call.kernel.name}' {outcome.status} "
+                            f"on case '{call.case.name}': {outcome.message}")
+        (call.output_dir / "COMPLETE").write_text("")
+        final = folders[(call.kernel.name, call.case.name)]
+        try:
+            call.output_dir.rename(final)
+        except OSError:  # computed concurrently by another grader: identical content
+            shutil.rmtree(call.output_dir, ignore_errors=True)
+
+
+def _check_gold(assignment: Assignment, kernel: Kernel, case: Case, outputs: dict[str, np.ndarray]) -> None:
+    where = f"{assignment.spec_file} kernel '{kernel.name}' case '{case.name}'"
+    for name, gold in outputs.items():
+        if never_written(gold).any():
+            raise GoldError(f"{where}: the reference left part of '{name}' unwritten")
+        largest = float(np.abs(gold[np.isfinite(gold)]).max(initial=0.0))
+        floor = MIN_GOLD_OVER_ATOL * kernel.tolerance.atol
+        if largest < floor:
+            raise SpecError(f"{where}: max |gold| of '{name}' is {largest:.3g}, below {MIN_GOLD_OVER_ATOL} x atol = "
+                            f"{floor:.3g}, so an all-zeros answer could pass; use larger inputs or a smaller atol")

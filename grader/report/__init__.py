@@ -1,0 +1,1 @@
+"""Renderings of a `Result`: each module reads the result model and nothing else."""

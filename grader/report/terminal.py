@@ -1,0 +1,50 @@
+"""The per-kernel table that `grader grade` and `grader check` print (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from grader.results import KernelResult, Result
+
+STATUS_STYLE = {"passed": "green", "failed": "red", "compile_error": "magenta", "crashed": "red bold",
+                "timeout": "yellow", "not_run": "dim"}
+
+
+def render(result: Result, console: Console | None = None, verbose: bool = False) -> None:
+    console = console or Console()
+    scope = "public cases" if result.public_only else "all cases"
+    table = Table(title=f"{result.title} — {result.submission.path} ({scope})", title_justify="left")
+    table.add_column("kernel")
+    table.add_column("status")
+    table.add_column("cases", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("time (ms)", justify="right")
+    table.add_column("message", overflow="fold")
+    for kernel in result.kernels:
+        style = STATUS_STYLE.get(kernel.status, "")
+        table.add_row(kernel.name, f"[{style}]{kernel.status}[/]", f"{kernel.cases_passed}/{len(kernel.cases)}",
+                      f"{kernel.score:g}/{kernel.max_score:g}", _slowest(kernel), _first_line(kernel.message, verbose))
+    console.print(table)
+    console.print(f"[bold]score {result.score:g} / {result.max_score:g}[/]   "
+                  f"device: {result.environment.device or 'none'}   compiler: {result.environment.compiler}   "
+                  f"took {result.stages.get('total', 0):.1f} s")
+    if verbose:
+        for kernel in result.kernels:
+            for case in kernel.cases:
+                if not case.passed:
+                    console.print(f"[red]{kernel.name} / {case.name}[/]: {case.message}", markup=True, highlight=False)
+
+
+def _slowest(kernel: KernelResult) -> str:
+    times = [c.device_ms if c.device_ms is not None else c.wall_ms for c in kernel.cases]
+    measured = [t for t in times if t is not None]
+    return f"{max(measured):.3g}" if measured else "-"
+
+
+def _first_line(message: str, verbose: bool) -> str:
+    if verbose:
+        return message
+    lines = message.strip().splitlines()
+    first = lines[0] if lines else ""
+    return first[:200] + (" …" if len(lines) > 1 or len(first) > 200 else "")

@@ -1,0 +1,145 @@
+"""The one model of a graded submission: every report and export reads this and nothing else.
+
+A `Result` serialises to plain JSON (non-finite floats become null) and loads back unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+KernelStatus = Literal["passed", "failed", "compile_error", "crashed", "timeout", "not_run"]
+CaseStatus = Literal["passed", "failed", "crashed", "timeout", "not_run"]
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    buffer: str
+    index: list[int]
+    expected: float | None
+    got: float | None
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    name: str
+    public: bool
+    status: CaseStatus
+    passed: bool
+    message: str
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    rel_l2_err: float | None = None
+    mismatches: int | None = None
+    elements: int | None = None
+    never_written: int | None = None
+    first_mismatch: Mismatch | None = None
+    wall_ms: float | None = None
+    device_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Deduction:
+    reason: str
+    points: float
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    name: str
+    score: float
+    max_score: float
+    status: KernelStatus
+    message: str
+    cases: list[CaseResult]
+    deductions: list[Deduction] = field(default_factory=list)
+    build_seconds: float | None = None
+    build_cached: bool | None = None
+
+    @property
+    def cases_passed(self) -> int:
+        return sum(c.passed for c in self.cases)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What was graded."""
+
+    path: str
+    commit: str | None = None
+    commit_time: str | None = None
+    dirty: bool | None = None
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where it was graded: every figure measured on this run."""
+
+    grader_version: str
+    target: str
+    device: str
+    compiler: str
+    sandbox: str
+    sandbox_enforced: list[str]
+    host: str
+    python: str
+
+
+@dataclass(frozen=True)
+class Result:
+    assignment: str
+    assignment_version: str
+    title: str
+    score: float
+    max_score: float
+    kernels: list[KernelResult]
+    submission: Submission
+    environment: Environment
+    stages: dict[str, float]  # seconds per pipeline stage
+    seed: dict[str, str]  # mode ("public" or "secret") and a fingerprint, never the secret
+    public_only: bool
+    graded_at: str
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return _finite(dataclasses.asdict(self))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json() + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        kernels = [
+            KernelResult(
+                **{**k, "cases": [CaseResult(**{**c, "first_mismatch": Mismatch(**c["first_mismatch"])
+                                                if c.get("first_mismatch") else None}) for c in k["cases"]],
+                   "deductions": [Deduction(**d) for d in k.get("deductions", [])]}
+            )
+            for k in data["kernels"]
+        ]
+        return cls(**{**data, "kernels": kernels, "submission": Submission(**data["submission"]),
+                      "environment": Environment(**data["environment"])})
+
+    @classmethod
+    def from_json(cls, text: str) -> Result:
+        return cls.from_dict(json.loads(text))
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no Infinity or NaN: an unbounded error is recorded as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,44 @@
+"""Sample submissions: the reference with one variant folder (an alternative, a mutant or a
+hostile file) laid over it. The demo grades them; the tests build their corpus the same way."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.spec import PROJECT_ROOT, Assignment
+
+VARIANTS_DIR = PROJECT_ROOT / "tests" / "submissions"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    folder: Path
+    kernel: str
+    kind: str  # alternative, mutant or hostile
+    expect: str  # the kernel's expected status
+    why: str
+
+
+def variants(assignment: Assignment) -> list[Variant]:
+    found = []
+    for folder in sorted((VARIANTS_DIR / assignment.name).glob("*/VARIANT.toml")):
+        meta = tomllib.loads(folder.read_text())
+        found.append(Variant(folder.parent.name, folder.parent, meta["kernel"], meta["kind"], meta["expect"],
+                             meta.get("why", "")))
+    return found
+
+
+def compose(assignment: Assignment, variant: Variant | None, destination: Path) -> Path:
+    """A submission folder: the reference, with the variant's files (if any) replacing its own."""
+    shutil.copytree(assignment.reference_dir, destination, dirs_exist_ok=True)
+    if variant is not None:
+        for path in variant.folder.rglob("*"):
+            if path.is_file() and path.name != "VARIANT.toml":
+                target = destination / path.relative_to(variant.folder)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+    return destination
