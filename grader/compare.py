@@ -31,6 +31,7 @@ class Verdict:
     max_abs_err: float
     max_rel_err: float
     rel_l2_err: float
+    tolerance_used: float  # max over elements of |y - g| / (atol + rtol |g|): passing needs <= 1
     mismatches: int
     elements: int
     never_written: int
@@ -54,6 +55,7 @@ def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], toleran
         max_abs_err=max(v.max_abs_err for v in verdicts),
         max_rel_err=max(v.max_rel_err for v in verdicts),
         rel_l2_err=max(v.rel_l2_err for v in verdicts),
+        tolerance_used=max(v.tolerance_used for v in verdicts),
         mismatches=sum(v.mismatches for v in verdicts),
         elements=sum(v.elements for v in verdicts),
         never_written=sum(v.never_written for v in verdicts),
@@ -70,10 +72,10 @@ def _passed_message(verdicts: list[Verdict]) -> str:
 def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tolerance: Tolerance) -> Verdict:
     elements = int(gold.size)
     if output is None:
-        return Verdict(False, float("inf"), float("inf"), float("inf"), elements, elements, elements, None,
-                       f"{name}: no output was saved")
+        return Verdict(False, float("inf"), float("inf"), float("inf"), float("inf"), elements, elements, elements,
+                       None, f"{name}: no output was saved")
     if output.shape != gold.shape:
-        return Verdict(False, float("inf"), float("inf"), float("inf"), elements, elements, 0, None,
+        return Verdict(False, float("inf"), float("inf"), float("inf"), float("inf"), elements, elements, 0, None,
                        f"{name}: shape {list(output.shape)}, expected {list(gold.shape)}")
     unwritten = never_written(output)
     y = output.astype(np.float64)
@@ -92,14 +94,18 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
     if mismatches and not comparable.all():
         rel_l2 = float("inf")
     else:
-        rel_l2 = float(np.linalg.norm((y - g)[comparable]) / gold_norm) if gold_norm > 0 else max_abs
+        rel_l2 = float(np.linalg.norm(y[comparable] - g[comparable]) / gold_norm) if gold_norm > 0 else max_abs
+    allowed = tolerance.atol + tolerance.rtol * np.abs(g[comparable])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        used = float((difference[comparable] / allowed).max(initial=0.0)) if comparable.all() else float("inf")
     unwritten_count = int(np.count_nonzero(unwritten))
     first = None
     if mismatches:
         index = tuple(int(i) for i in np.unravel_index(int(np.argmin(passed)), gold.shape))
         first = Mismatch(name, index, float(g[index]), float(y[index]))
     message = _explain(name, mismatches, elements, unwritten_count, first, tolerance, max_abs, unwritten)
-    return Verdict(mismatches == 0, max_abs, max_rel, rel_l2, mismatches, elements, unwritten_count, first, message)
+    return Verdict(mismatches == 0, max_abs, max_rel, rel_l2, used, mismatches, elements, unwritten_count, first,
+                   message)
 
 
 def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, first: Mismatch | None,

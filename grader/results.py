@@ -35,6 +35,7 @@ class CaseResult:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     rel_l2_err: float | None = None
+    tolerance_used: float | None = None  # worst element's |y - g| / (atol + rtol |g|); <= 1 passes
     mismatches: int | None = None
     elements: int | None = None
     never_written: int | None = None

@@ -25,7 +25,7 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
     return CaseResult(
         name=case.name, public=case.public, status="passed" if verdict.passed else "failed", passed=verdict.passed,
         message=verdict.message, max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
-        rel_l2_err=verdict.rel_l2_err, mismatches=verdict.mismatches, elements=verdict.elements,
+        rel_l2_err=verdict.rel_l2_err, tolerance_used=verdict.tolerance_used, mismatches=verdict.mismatches, elements=verdict.elements,
         never_written=verdict.never_written,
         first_mismatch=Mismatch(first.buffer, list(first.index), first.expected, first.got) if first else None,
         wall_ms=outcome.wall_ms, device_ms=outcome.device_ms,

@@ -1,0 +1,106 @@
+"""Real builds: nvcc for the CUDA pack (compile only on a machine without a GPU), g++ for the shim ABI."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.build import build_submission, summarise_compiler_output
+from grader.shim import SHIM_SYMBOL, shim_source
+from grader.spec import Assignment, load_assignment
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> Assignment:
+    return load_assignment("gpt2-m1")
+
+
+def test_cuda_shim_synchronises_checks_errors_and_forwards_every_argument(gpt2: Assignment) -> None:
+    source = shim_source(gpt2.kernel("attention"), "cuda")
+    assert '#include "kernels/attention.cuh"' in source
+    assert "kg_call(float* out, float* qkvr, float* att, float* inp, int B, int T, int C, int NH, double* wall_ms" in source
+    assert "attention_forward(out, qkvr, att, inp, B, T, C, NH);" in source
+    assert source.index("attention_forward(") < source.index("cudaDeviceSynchronize()") < source.index("cudaGetErrorName")
+
+
+def test_cpp_shim_calls_the_function_and_measures_time(tmp_path: Path) -> None:
+    flash = load_assignment("flash-attention-cpu")
+    kernel = flash.kernel("standard_attention")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "standard_attention.h").write_text(
+        "#pragma once\nvoid standard_attention(const float* Q, const float* K, const float* V, float* O, int N, int d)"
+        " { for (int i = 0; i < N * d; ++i) O[i] = Q[i] + K[i] + V[i]; }\n")
+    (tmp_path / "shim.cpp").write_text(shim_source(kernel, "cpp"))
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-I.", "shim.cpp", "-o", "lib.so"], cwd=tmp_path, check=True)
+    function = getattr(ctypes.CDLL(str(tmp_path / "lib.so")), SHIM_SYMBOL)
+    q = np.arange(6, dtype=np.float32)
+    out = np.zeros(6, dtype=np.float32)
+    wall, device = ctypes.c_double(-5), ctypes.c_double(-5)
+    pointer = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    status = function(pointer(q), pointer(q), pointer(q), pointer(out), 2, 3, ctypes.byref(wall), ctypes.byref(device),
+                      ctypes.create_string_buffer(64), 64)
+    assert status == 0 and np.array_equal(out, 3 * q)
+    assert 0 <= wall.value < 1000 and device.value == -1.0
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["reference", "template"])
+def test_every_gpt2_kernel_compiles_with_nvcc(gpt2: Assignment, which: str, cache_dir: Path) -> None:
+    root = gpt2.reference_dir if which == "reference" else gpt2.template_dir
+    artifacts = build_submission(gpt2, root, cache_dir, cuda_arch="sm_90")
+    assert {a.kernel: a.status for a in artifacts.values()} == {k.name: "built" for k in gpt2.kernels}, \
+        {a.kernel: a.message for a in artifacts.values() if a.status != "built"}
+    assert all(a.library is not None and a.library.is_file() and not a.forbidden_symbols for a in artifacts.values())
+    again = build_submission(gpt2, root, cache_dir, cuda_arch="sm_90")
+    assert all(a.cached for a in again.values())
+
+
+@needs_nvcc
+def test_cuda_compile_error_names_file_and_line_and_costs_one_kernel(gpt2: Assignment, tmp_path: Path,
+                                                                      cache_dir: Path) -> None:
+    root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
+    gelu = root / "kernels" / "gelu.cuh"
+    lines = gelu.read_text().splitlines()
+    lines.insert(5, "this is not CUDA;")
+    gelu.write_text("\n".join(lines))
+    kernels = (gpt2.kernel("gelu"), gpt2.kernel("residual"))
+    artifacts = build_submission(gpt2, root, cache_dir, kernels, cuda_arch="sm_90")
+    assert artifacts["gelu"].status == "compile_error"
+    assert "kernels/gelu.cuh(6): error" in artifacts["gelu"].message
+    assert artifacts["residual"].status == "built"
+
+
+@needs_nvcc
+def test_forbidden_cublas_call_is_found_in_the_library(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
+    (root / "kernels" / "residual.cuh").write_text(
+        '#pragma once\n#include "../utils/cuda_utils.cuh"\n'
+        'extern "C" int cublasSaxpy_v2(void*, int, const float*, const float*, int, float*, int);\n'
+        "void residual_forward(float* out, float* inp1, float* inp2, int N) {\n"
+        "    float one = 1.0f; cublasSaxpy_v2(nullptr, N, &one, inp1, 1, out, 1); }\n")
+    artifacts = build_submission(gpt2, root, cache_dir, (gpt2.kernel("residual"),), cuda_arch="sm_90")
+    assert artifacts["residual"].status == "built"
+    assert artifacts["residual"].forbidden_symbols == ("cublasSaxpy_v2",)
+
+
+@needs_nvcc
+def test_student_utils_are_ignored_in_favour_of_the_graders(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
+    (root / "utils" / "cuda_utils.cuh").write_text('#error "a student\'s own utils must never be used"\n')
+    artifacts = build_submission(gpt2, root, cache_dir, (gpt2.kernel("encoder"),), cuda_arch="sm_90")
+    assert artifacts["encoder"].status == "built", artifacts["encoder"].message
+
+
+def test_compiler_output_puts_errors_first_and_is_bounded() -> None:
+    output = "note: in file included\nkernels/x.cuh(3): error: identifier \"y\" is undefined\n" + "warning\n" * 2000
+    summary = summarise_compiler_output(output)
+    assert summary.startswith('kernels/x.cuh(3): error')
+    assert len(summary) < 4200 and summary.endswith("[... compiler output truncated]")

@@ -1,0 +1,71 @@
+"""The `grader` command as users run it: a real subprocess, real exit codes, real output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+
+from grader.spec import PROJECT_ROOT, load_assignment
+
+
+def grader(*arguments: str, cache_dir: Path, cwd: Path | None = None, env: dict[str, str] | None = None
+           ) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "KERNEL_GRADER_CACHE": str(cache_dir), "COLUMNS": "200", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "grader", *arguments], capture_output=True, text=True,
+                          cwd=cwd or PROJECT_ROOT, env=environment, timeout=600)
+
+
+def test_list_shows_assignments_kernels_and_weights(cache_dir: Path) -> None:
+    completed = grader("list", cache_dir=cache_dir)
+    assert completed.returncode == 0
+    for expected in ("gpt2-m1", "attention", "flash-attention-cpu", "flash_attention", "10"):
+        assert expected in completed.stdout
+
+
+def test_grade_a_git_checkout_writes_json_with_its_commit(tmp_path: Path, cache_dir: Path) -> None:
+    flash = load_assignment("flash-attention-cpu")
+    folder = shutil.copytree(flash.reference_dir, tmp_path / "student")
+    repo = git.Repo.init(folder)
+    repo.index.add(["src"])
+    commit = repo.index.commit("my attention")
+    completed = grader("grade", str(folder), "--assignment", "flash-attention-cpu", "--json", str(tmp_path / "r.json"),
+                       cache_dir=cache_dir, env={"KERNEL_GRADER_SECRET": "hidden"})
+    assert completed.returncode == 0, completed.stderr
+    assert "score 3 / 3" in completed.stdout
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["submission"]["commit"] == commit.hexsha and result["submission"]["dirty"] is False
+    assert result["seed"]["mode"] == "secret" and "hidden" not in (tmp_path / "r.json").read_text()
+
+
+def test_check_recognises_the_assignment_and_fails_ci_on_a_failing_public_case(tmp_path: Path, cache_dir: Path) -> None:
+    flash = load_assignment("flash-attention-cpu")
+    template = shutil.copytree(flash.template_dir, tmp_path / "template")
+    failing = grader("check", cwd=template, cache_dir=cache_dir)
+    assert failing.returncode == 1
+    assert "public cases" in failing.stdout and "never written" in failing.stdout
+    passing = grader("check", str(flash.reference_dir), cache_dir=cache_dir)
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+
+
+def test_bad_inputs_get_one_clear_message_and_exit_2(tmp_path: Path, cache_dir: Path) -> None:
+    missing = grader("grade", str(tmp_path / "nowhere"), "-a", "flash-attention-cpu", cache_dir=cache_dir)
+    assert missing.returncode == 2 and "submission" in missing.stderr and "no such folder" in missing.stderr
+    unknown = grader("grade", str(tmp_path), "-a", "gpt5", cache_dir=cache_dir)
+    assert unknown.returncode == 2 and "no assignment named 'gpt5'" in unknown.stderr
+    assert "Traceback" not in missing.stderr + unknown.stderr
+    empty = grader("check", str(tmp_path), cache_dir=cache_dir)
+    assert empty.returncode == 2 and "holds none of the files of any known assignment" in empty.stderr
+
+
+def test_demo_grades_the_bundled_samples(cache_dir: Path) -> None:
+    completed = grader("demo", cache_dir=cache_dir)
+    assert completed.returncode == 0, completed.stderr
+    out = completed.stdout
+    assert "grader demo: bundled samples" in out
+    assert "reference" in out and "3/3" in out and "template" in out and "0/3" in out

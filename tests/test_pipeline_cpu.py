@@ -1,0 +1,142 @@
+"""The whole pipeline on the C++ assignment: real g++ builds, real harness processes, real verdicts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.cases import Seed, make_case_inputs
+from grader.errors import SpecError
+from grader.pipeline import Options, grade
+from grader.results import Result
+from grader.samples import Variant, variants
+from grader.spec import Assignment, load_assignment
+
+from conftest import copy_pack, grade_variant, variant_params, with_time_limit
+
+
+def test_reference_scores_full_marks(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    result = grade_variant(flash, None, tmp_path, cache_dir)
+    assert result.score == result.max_score == 3
+    assert all(k.status == "passed" for k in result.kernels)
+    assert all(c.max_abs_err is not None and c.max_abs_err < 1e-5 for k in result.kernels for c in k.cases)
+
+
+def test_template_compiles_and_scores_zero_as_never_written(flash: Assignment, cache_dir: Path) -> None:
+    result = grade(flash.template_dir, flash, Options(cache_dir=cache_dir))
+    assert result.score == 0
+    for kernel in result.kernels:
+        assert kernel.status == "failed"
+        assert all("never written" in c.message for c in kernel.cases)
+
+
+@pytest.mark.parametrize("variant", variant_params("flash-attention-cpu"))
+def test_variant_changes_only_its_own_kernel(variant: Variant, flash: Assignment, tmp_path: Path,
+                                             cache_dir: Path) -> None:
+    result = grade_variant(flash, variant, tmp_path, cache_dir)
+    by_name = {k.name: k for k in result.kernels}
+    target = by_name[variant.kernel]
+    assert target.status == variant.expect, target.message
+    if variant.expect == "passed":
+        assert target.score == target.max_score
+    else:
+        assert target.score < target.max_score
+    for name, kernel in by_name.items():
+        if name != variant.kernel:
+            assert kernel.status == "passed" and kernel.score == kernel.max_score, (name, kernel.message)
+
+
+def test_segfault_message_names_the_signal_and_the_case(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    segfault = next(v for v in variants(flash) if v.name == "hostile-flash-segfault")
+    kernel = next(k for k in grade_variant(flash, segfault, tmp_path, cache_dir).kernels if k.name == "flash_attention")
+    assert "SIGSEGV" in kernel.message and "case 'one-row'" in kernel.message
+    assert [c.status for c in kernel.cases] == ["crashed"] + ["not_run"] * (len(kernel.cases) - 1)
+
+
+def test_infinite_loop_costs_only_its_kernel_and_is_stopped_at_the_limit(flash: Assignment, tmp_path: Path,
+                                                                          cache_dir: Path) -> None:
+    loop = next(v for v in variants(flash) if v.name == "hostile-flash-infinite-loop")
+    result = grade_variant(flash, loop, tmp_path, cache_dir)
+    kernel = next(k for k in result.kernels if k.name == "flash_attention")
+    assert kernel.status == "timeout" and "did not finish within 3 s" in kernel.message
+    assert result.stages["run"] < 3.0 + 10.0
+
+
+def test_compile_error_names_file_and_line(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    broken = next(v for v in variants(flash) if v.name == "hostile-standard-compile-error")
+    kernel = next(k for k in grade_variant(flash, broken, tmp_path, cache_dir).kernels if k.name == "standard_attention")
+    assert kernel.status == "compile_error"
+    assert "src/standard_attention.cpp:12:" in kernel.message and "error" in kernel.message
+
+
+def test_missing_file_is_a_compile_error_naming_it(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    folder = shutil.copytree(flash.reference_dir, tmp_path / "partial")
+    (folder / "src" / "flash_attention.cpp").unlink()
+    result = grade(folder, flash, Options(cache_dir=cache_dir))
+    kernel = next(k for k in result.kernels if k.name == "flash_attention")
+    assert kernel.status == "compile_error" and "missing file(s) src/flash_attention.cpp" in kernel.message
+    assert next(k for k in result.kernels if k.name == "standard_attention").status == "passed"
+
+
+def test_result_json_has_the_contract_and_round_trips(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    result = grade_variant(flash, None, tmp_path, cache_dir)
+    data = json.loads(result.to_json())
+    assert {"assignment", "score", "max_score", "kernels", "submission", "environment", "stages"} <= set(data)
+    kernel = data["kernels"][0]
+    assert {"name", "score", "max_score", "status", "message", "cases"} <= set(kernel)
+    assert {"name", "passed", "max_abs_err", "max_rel_err", "mismatches", "message"} <= set(kernel["cases"][0])
+    assert data["environment"]["compiler"].startswith("g++")
+    assert {"build", "run", "gold"} <= set(data["stages"])
+    assert Result.from_json(result.to_json()) == result
+
+
+def test_public_only_runs_public_cases_and_secret_changes_hidden_inputs(flash: Assignment, tmp_path: Path,
+                                                                        cache_dir: Path) -> None:
+    checked = grade_variant(flash, None, tmp_path / "a", cache_dir, public_only=True)
+    assert all(c.public for k in checked.kernels for c in k.cases)
+    assert checked.seed["mode"] == "public"
+    graded = grade_variant(flash, None, tmp_path / "b", cache_dir, secret="s3cret")
+    assert graded.seed["mode"] == "secret" and "s3cret" not in graded.to_json()
+    kernel = flash.kernel("flash_attention")
+    case = kernel.cases[2]
+    public = make_case_inputs(flash, kernel, case, Seed(flash.public_seed))
+    secret = make_case_inputs(flash, kernel, case, Seed(flash.public_seed, "s3cret"))
+    again = make_case_inputs(flash, kernel, case, Seed(flash.public_seed, "s3cret"))
+    assert not np.array_equal(public["Q"], secret["Q"])
+    assert np.array_equal(secret["Q"], again["Q"])
+
+
+def test_second_grading_reuses_builds_and_gold(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    grade_variant(flash, None, tmp_path / "first", cache_dir)
+    again = grade_variant(flash, None, tmp_path / "second", cache_dir)
+    assert all(k.build_cached for k in again.kernels)
+    assert len(list((cache_dir / "gold").iterdir())) >= sum(len(k.cases) for k in flash.kernels)
+
+
+def test_gold_too_small_to_catch_zeros_is_rejected(tmp_path: Path, cache_dir: Path) -> None:
+    pack = copy_pack("flash-attention-cpu", tmp_path)
+    spec = pack / "assignment.toml"
+    spec.write_text(spec.read_text().replace("tolerance = { atol = 1e-4, rtol = 1e-3 }",
+                                             "tolerance = { atol = 1e-1, rtol = 1e-3 }", 1))
+    with pytest.raises(SpecError, match=r"kernel 'standard_attention' case '.*': max \|gold\| of 'O' is .* below 100 x atol"):
+        grade(load_assignment(pack).reference_dir, load_assignment(pack), Options(cache_dir=tmp_path / "cache"))
+
+
+def test_numpy_reference_agrees_with_the_cpp_reference(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    """The gold that grades students comes from the C++ reference: check it against float64 NumPy."""
+    from grader.cases import prepare_inputs, load_inputs
+    from grader.gold import gold_outputs
+    from grader.sandbox.local import LocalSandbox
+
+    truth = flash.numpy_reference()
+    selection = [(k, c, prepare_inputs(flash, k, c, Seed(flash.public_seed), cache_dir))
+                 for k in flash.kernels for c in k.cases]
+    gold = gold_outputs(flash, selection, cache_dir, LocalSandbox())
+    for kernel, case, inputs in selection:
+        expected = getattr(truth, kernel.name)(**load_inputs(inputs), **case.params)["O"]
+        got = gold[(kernel.name, case.name)]["O"]
+        assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < 1e-5, (kernel.name, case.name)
