@@ -191,11 +191,15 @@ def summarise_compiler_output(output: str) -> str:
 
 
 def forbidden_symbols_in(library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
-    """Symbols of the library (defined or needed) that match the spec's forbidden patterns."""
+    """Symbols the library needs from elsewhere that match the spec's forbidden patterns.
+
+    Only undefined symbols count: the provided header itself defines `cublas_handle`, while a call
+    into cuBLAS shows up as an undefined `cublas...` symbol.
+    """
     if not patterns:
         return ()
     try:
-        listing = subprocess.run(["nm", "-D", str(library)], capture_output=True, text=True, timeout=60).stdout
+        listing = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ()
     names = {line.split()[-1].split("@")[0] for line in listing.splitlines() if line.split()}

@@ -83,6 +83,7 @@ def test_forbidden_cublas_call_is_found_in_the_library(gpt2: Assignment, tmp_pat
     root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
     (root / "kernels" / "residual.cuh").write_text(
         '#pragma once\n#include "../utils/cuda_utils.cuh"\n'
+        "float cublas_lookalike_defined_here = 0.0f;  // defined, not called: not a use of cuBLAS\n"
         'extern "C" int cublasSaxpy_v2(void*, int, const float*, const float*, int, float*, int);\n'
         "void residual_forward(float* out, float* inp1, float* inp2, int N) {\n"
         "    float one = 1.0f; cublasSaxpy_v2(nullptr, N, &one, inp1, 1, out, 1); }\n")
