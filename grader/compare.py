@@ -82,22 +82,33 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
     g = gold.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         difference = np.abs(y - g)
-        close = difference <= tolerance.atol + tolerance.rtol * np.abs(g)
-        same_nonfinite = (np.isnan(y) & np.isnan(g)) | (np.isinf(g) & (y == g))
-    passed = np.where(np.isfinite(g), close, same_nonfinite) & ~unwritten
+        allowed = np.abs(g)
+        allowed *= tolerance.rtol
+        allowed += tolerance.atol
+        passed = difference <= allowed
+        finite_gold = np.isfinite(g)
+        if not finite_gold.all():
+            same_nonfinite = (np.isnan(y) & np.isnan(g)) | (np.isinf(g) & (y == g))
+            passed = np.where(finite_gold, passed, same_nonfinite)
+    passed &= ~unwritten
     mismatches = int(elements - np.count_nonzero(passed))
-    comparable = np.isfinite(y) & np.isfinite(g)
-    max_abs = float(difference[comparable].max(initial=0.0))
+    comparable = np.isfinite(y) & finite_gold
+    everything_comparable = bool(comparable.all())
+
+    def over_comparable(array: np.ndarray) -> np.ndarray:
+        # Boolean indexing copies: skip it in the common case where every element is finite.
+        return array.ravel() if everything_comparable else array[comparable]
+
+    max_abs = float(over_comparable(difference).max(initial=0.0))
     significant = comparable & (np.abs(g) > tolerance.atol)
     max_rel = float((difference[significant] / np.abs(g[significant])).max(initial=0.0))
-    gold_norm = float(np.linalg.norm(g[comparable]))
-    if mismatches and not comparable.all():
+    gold_norm = float(np.linalg.norm(over_comparable(g)))
+    if mismatches and not everything_comparable:
         rel_l2 = float("inf")
     else:
-        rel_l2 = float(np.linalg.norm(y[comparable] - g[comparable]) / gold_norm) if gold_norm > 0 else max_abs
-    allowed = tolerance.atol + tolerance.rtol * np.abs(g[comparable])
+        rel_l2 = float(np.linalg.norm(over_comparable(y) - over_comparable(g)) / gold_norm) if gold_norm > 0 else max_abs
     with np.errstate(divide="ignore", invalid="ignore"):
-        used = float((difference[comparable] / allowed).max(initial=0.0)) if comparable.all() else float("inf")
+        used = float((difference / allowed).max(initial=0.0)) if everything_comparable else float("inf")
     unwritten_count = int(np.count_nonzero(unwritten))
     first = None
     if mismatches:
