@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 KernelStatus = Literal["passed", "failed", "compile_error", "crashed", "timeout", "not_run"]
+# A whole submission: graded, nothing to grade (unreachable or empty repository), or the grader failed on it.
+SubmissionStatus = Literal["graded", "not_submitted", "error"]
 CaseStatus = Literal["passed", "failed", "crashed", "timeout", "not_run"]
 SCHEMA_VERSION = 1
 
@@ -78,6 +80,18 @@ class Submission:
 
 
 @dataclass(frozen=True)
+class Late:
+    """How late the graded commit was, and what the late policy took for it."""
+
+    deadline: str  # ISO 8601, the student's own (extensions included)
+    days_late: float  # 0 when on time
+    grace_days: float
+    penalty_per_day: float  # fraction of max_score per late day past the grace days
+    cap: float  # the most the policy takes, as a fraction of max_score
+    points_deducted: float
+
+
+@dataclass(frozen=True)
 class Environment:
     """Where it was graded: every figure measured on this run."""
 
@@ -105,6 +119,11 @@ class Result:
     seed: dict[str, str]  # mode ("public" or "secret") and a fingerprint, never the secret
     public_only: bool
     graded_at: str
+    student: str | None = None  # the roster's id, in batches
+    status: SubmissionStatus = "graded"
+    message: str = ""  # why a submission was not graded (the git error, ...)
+    raw_score: float | None = None  # before the late penalty; `score` is after it
+    late: Late | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,8 +146,9 @@ class Result:
             )
             for k in data["kernels"]
         ]
+        late = Late(**data["late"]) if data.get("late") else None
         return cls(**{**data, "kernels": kernels, "submission": Submission(**data["submission"]),
-                      "environment": Environment(**data["environment"])})
+                      "environment": Environment(**data["environment"]), "late": late})
 
     @classmethod
     def from_json(cls, text: str) -> Result:
