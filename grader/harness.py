@@ -25,6 +25,7 @@ POISON_BITS = {"float32": (np.uint32, 0x7FC0DEAD), "float64": (np.uint64, 0x7FF8
                "int32": (np.uint32, 0x7FC0DEAD), "int64": (np.uint64, 0x7FF8DEADDEADDEAD)}
 CTYPES = {"int": ctypes.c_int, "float": ctypes.c_float, "double": ctypes.c_double, "long": ctypes.c_long}
 EXIT_DEVICE_ERROR = 3  # the CUDA context is unusable after a sticky error: a fresh harness takes over
+EXIT_NO_DEVICE = 4
 ERROR_CAPACITY = 1024
 
 
@@ -127,7 +128,11 @@ def main(argv: list[str]) -> int:
     progress = Progress(Path(argv[2]))
     start = int(argv[3])
     progress.emit(event="hello", at=time.time())
-    device = Device(plan["target"])
+    try:
+        device = Device(plan["target"])
+    except Exception as error:  # no CuPy, no driver, no GPU: the machine's problem, said once and plainly
+        progress.emit(event="device_unavailable", message=f"{type(error).__name__}: {error}")
+        return EXIT_NO_DEVICE
     progress.emit(event="device", name=device.name)
     libraries: dict[str, Any] = {}
     for index in range(start, len(plan["calls"])):

@@ -90,6 +90,11 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limit
             events, exit_reason, timed_out_index = session.run(plan_file, next_index, calls, sandbox, limits)
             if not any(e.get("event") == "device" for e in events):
                 # No student code was loaded yet: this is the grading machine's problem, not the student's.
+                unavailable = next((e for e in events if e.get("event") == "device_unavailable"), None)
+                if unavailable:
+                    raise GraderError(f"this machine cannot run {assignment.target} kernels: {unavailable['message']}"
+                                      + (" (CUDA assignments need a GPU and CuPy: pip install cupy-cuda13x)"
+                                         if assignment.target == "cuda" else ""))
                 raise GraderError(f"the harness could not start ({exit_reason}): {session.log_tail() or 'no output'}")
             report.device = report.device or next((e["name"] for e in events if e.get("event") == "device"), "")
             next_index = _record(events, exit_reason, timed_out_index, calls, next_index, outcomes, session)

@@ -69,3 +69,16 @@ def test_demo_grades_the_bundled_samples(cache_dir: Path) -> None:
     out = completed.stdout
     assert "grader demo: bundled samples" in out
     assert "reference" in out and "3/3" in out and "template" in out and "0/3" in out
+
+
+def test_cuda_assignment_on_a_machine_without_gpu_says_so_plainly(cache_dir: Path) -> None:
+    from conftest import gpu_skip_reason
+
+    if gpu_skip_reason() is None:
+        import pytest
+
+        pytest.skip("this machine has a GPU: the message for machines without one can't be provoked")
+    completed = grader("check", str(load_assignment("gpt2-m1").reference_dir), cache_dir=cache_dir)
+    assert completed.returncode == 2
+    assert "this machine cannot run cuda kernels" in completed.stderr and "cupy" in completed.stderr
+    assert "Traceback" not in completed.stderr
