@@ -11,6 +11,7 @@ import ast
 import importlib.util
 import math
 import operator
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ PartialCredit = Literal["fraction", "all_or_nothing"]
 # The C types a host signature may use, and the NumPy dtype each one carries.
 SCALAR_DTYPES = {"int": "int32", "float": "float32", "double": "float64", "long": "int64"}
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# Where assignments/, reference/ and student_template/ live: beside the package in a clone (the
+# README's editable install), or wherever $KERNEL_GRADER_HOME points for any other install.
+PROJECT_ROOT = Path(os.environ.get("KERNEL_GRADER_HOME") or Path(__file__).resolve().parent.parent)
 
 
 @dataclass(frozen=True)
@@ -99,12 +102,35 @@ class Kernel:
     partial_credit: PartialCredit
     forbidden_symbols: tuple[str, ...]
     forbidden_penalty: float
+    # compute-sanitizer tools run on one small case ("memcheck", "racecheck"), and the share of the
+    # weight a finding costs (1.0: the kernel fails).
+    sanitizer: tuple[str, ...] = ()
+    sanitizer_penalty: float = 0.0
 
     def buffer(self, name: str) -> Buffer:
         return next(b for b in self.buffers if b.name == name)
 
     def buffers_with(self, role: Role) -> tuple[Buffer, ...]:
         return tuple(b for b in self.buffers if b.role == role)
+
+
+@dataclass(frozen=True)
+class LatePolicy:
+    """What a late submission costs: whole late days past the grace days, each a fraction of max_score."""
+
+    grace_days: float = 0.0
+    penalty_per_day: float = 0.0  # fraction of max_score per late day past the grace days
+    cap: float = 1.0  # the most the policy takes, as a fraction of max_score
+    max_late_days: float | None = None  # commits later than this are not accepted; None: until the cap is reached
+
+    @property
+    def accepted_days(self) -> float:
+        """How long after the deadline a commit still counts."""
+        if self.max_late_days is not None:
+            return self.max_late_days
+        if self.penalty_per_day <= 0:
+            return self.grace_days
+        return self.grace_days + math.ceil(self.cap / self.penalty_per_day - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -118,6 +144,11 @@ class Assignment:
     public_seed: int
     compile_flags: tuple[str, ...]
     kernels: tuple[Kernel, ...]
+    late: LatePolicy | None = None  # [assignment.late]; None: nothing is accepted after the deadline
+    # The sandbox's limits for this pack (None: the grader's defaults, see grader.sandbox.Limits).
+    memory_limit_mb: int | None = None
+    process_limit: int | None = None
+    submission_time_limit_s: float | None = None  # the whole run stage; None: the sum of the per-call limits
 
     @property
     def spec_file(self) -> Path:
@@ -267,6 +298,8 @@ def find_pack(name: str, packs_dir: Path | None = None) -> Path:
 
 def list_assignments(packs_dir: Path | None = None) -> list[Assignment]:
     packs = packs_dir or PROJECT_ROOT / "assignments"
+    if not packs.is_dir():
+        raise SpecError(f"no assignments folder at {packs}: set KERNEL_GRADER_HOME to the grader's repository")
     return [load_assignment(p.name, packs) for p in sorted(packs.iterdir()) if (p / "assignment.toml").is_file()]
 
 
@@ -288,6 +321,8 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         "partial_credit": top.choice("partial_credit", ("fraction", "all_or_nothing"), "fraction"),
         "forbidden_symbols": top.strings("forbidden_symbols", ()),
         "forbidden_penalty": top.get("forbidden_penalty", float, 1.0),
+        "sanitizer": top.strings("sanitizer", ()),
+        "sanitizer_penalty": top.get("sanitizer_penalty", float, 0.0),
     }
     kernels_table = document.get("kernels")
     if not isinstance(kernels_table, list) or not kernels_table:
@@ -308,6 +343,10 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         public_seed=top.get("public_seed", int),
         compile_flags=top.strings("compile_flags", ()),
         kernels=kernels,
+        late=_load_late_policy(document["assignment"].get("late"), f"{spec_file} [assignment.late]"),
+        memory_limit_mb=top.get("memory_limit_mb", int, None),
+        process_limit=top.get("process_limit", int, None),
+        submission_time_limit_s=top.get("submission_time_limit_s", float, None),
     )
     if assignment.name != pack.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {pack.name!r}")
@@ -315,6 +354,26 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         if not (pack / module).is_file():
             raise SpecError(f"{pack}: missing {module} (every pack has input generators and a NumPy reference)")
     return assignment
+
+
+def _load_late_policy(table: Any, where: str) -> LatePolicy | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: expected a table with grace_days, penalty_per_day, cap, max_late_days")
+    read = _Reader(table, where)
+    unknown = set(table) - {"grace_days", "penalty_per_day", "cap", "max_late_days"}
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected grace_days, penalty_per_day, cap, "
+                        "max_late_days")
+    policy = LatePolicy(grace_days=read.get("grace_days", float, 0.0),
+                        penalty_per_day=read.get("penalty_per_day", float, 0.0), cap=read.get("cap", float, 1.0),
+                        max_late_days=read.get("max_late_days", float, None))
+    if policy.grace_days < 0 or policy.penalty_per_day < 0 or (policy.max_late_days or 0) < 0:
+        raise SpecError(f"{where}: grace_days, penalty_per_day and max_late_days must be >= 0, found {policy}")
+    if not 0 <= policy.cap <= 1:
+        raise SpecError(f"{where}: key 'cap' is a fraction of the score between 0 and 1, found {policy.cap}")
+    return policy
 
 
 def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> Kernel:
@@ -387,7 +446,19 @@ def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) ->
         partial_credit=read.choice("partial_credit", ("fraction", "all_or_nothing"), defaults["partial_credit"]),  # type: ignore[arg-type]
         forbidden_symbols=read.strings("forbidden_symbols", defaults["forbidden_symbols"]),
         forbidden_penalty=read.get("forbidden_penalty", float, defaults["forbidden_penalty"]),
+        sanitizer=_sanitizer_tools(read.strings("sanitizer", defaults["sanitizer"]), f"{where} key 'sanitizer'"),
+        sanitizer_penalty=read.get("sanitizer_penalty", float, defaults["sanitizer_penalty"]),
     )
+
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+
+
+def _sanitizer_tools(tools: tuple[str, ...], where: str) -> tuple[str, ...]:
+    unknown = [t for t in tools if t not in SANITIZER_TOOLS]
+    if unknown:
+        raise SpecError(f"{where}: unknown compute-sanitizer tool(s) {unknown}; expected some of {', '.join(SANITIZER_TOOLS)}")
+    return tools
 
 
 def _check_case(case: Case, scalars: list[str], buffers: list[Buffer], where: str) -> None:
