@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from grader.sandbox import Limits, Mounts, Sandbox
 from grader.shim import shim_filename, shim_source
 from grader.spec import Assignment, Kernel, Target
 
 BuildStatus = Literal["built", "compile_error"]
 COMPILE_TIME_LIMIT_S = 300
+# Compilers run on untrusted sources (include tricks, template explosions): bounded like the harness.
+COMPILE_LIMITS = Limits(memory_bytes=8 << 30, processes=256, file_size_bytes=1 << 30, log_bytes=1 << 20)
 MESSAGE_LIMIT = 4000  # characters of compiler output kept in a result
 COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
 
@@ -86,17 +89,19 @@ def detect_cuda_arch() -> str:
 
 def build_submission(
     assignment: Assignment, root: Path, cache_dir: Path, kernels: tuple[Kernel, ...] | None = None,
-    jobs: int | None = None, cuda_arch: str | None = None,
+    jobs: int | None = None, cuda_arch: str | None = None, sandbox: Sandbox | None = None,
 ) -> dict[str, Artifact]:
     """Build every kernel in parallel on the CPU cores; returns artifacts by kernel name."""
     selected = kernels or assignment.kernels
     toolchain = toolchain_for(assignment.target, cuda_arch)
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        artifacts = pool.map(lambda k: build_kernel(assignment, k, root, cache_dir, toolchain), selected)
+        artifacts = pool.map(lambda k: build_kernel(assignment, k, root, cache_dir, toolchain, sandbox), selected)
         return {a.kernel: a for a in artifacts}
 
 
-def build_kernel(assignment: Assignment, kernel: Kernel, root: Path, cache_dir: Path, toolchain: Toolchain) -> Artifact:
+def build_kernel(assignment: Assignment, kernel: Kernel, root: Path, cache_dir: Path, toolchain: Toolchain,
+                 sandbox: Sandbox | None = None) -> Artifact:
+    """Build one kernel; with a sandbox, the compiler (which reads untrusted sources) runs inside it."""
     started = time.perf_counter()
     files, missing = _collect_files(assignment, kernel, root)
     if missing:
@@ -104,7 +109,8 @@ def build_kernel(assignment: Assignment, kernel: Kernel, root: Path, cache_dir: 
                         (), False, time.perf_counter() - started)
     shim = shim_source(kernel, assignment.target)
     command = _compile_command(assignment, kernel, toolchain)
-    key = _build_key(files, shim, command, toolchain)
+    # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
+    key = _build_key(files, shim, command + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
     folder = cache_dir / "builds" / key
     record = folder / "build.json"
     if record.is_file():
@@ -122,7 +128,7 @@ def build_kernel(assignment: Assignment, kernel: Kernel, root: Path, cache_dir: 
             (workdir / relative).parent.mkdir(parents=True, exist_ok=True)
             (workdir / relative).write_bytes(content)
         (workdir / shim_filename(assignment.target)).write_text(shim)
-        status, message = _compile(command, workdir)
+        status, message = _compile_in(sandbox, command, workdir) if sandbox else _compile(command, workdir)
         forbidden: tuple[str, ...] = ()
         folder.mkdir(parents=True, exist_ok=True)
         if status == "built":
@@ -165,6 +171,30 @@ def _build_key(files: dict[str, bytes], shim: str, command: list[str], toolchain
     for relative in sorted(files):
         digest.update(relative.encode() + b"\0" + hashlib.sha256(files[relative]).digest())
     return digest.hexdigest()[:32]
+
+
+def _compile_in(sandbox: Sandbox, command: list[str], workdir: Path) -> tuple[BuildStatus, str]:
+    """Compile inside the sandbox: no network, bounded memory and processes, the time limit, only `workdir` writable."""
+    with tempfile.TemporaryDirectory(prefix="kg-compile-logs-") as logs:
+        out, err = Path(logs) / "stdout", Path(logs) / "stderr"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "LANG": "C"}
+        if "LD_LIBRARY_PATH" in os.environ:
+            env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
+        try:
+            process = sandbox.start(command, cwd=workdir, mounts=Mounts(writable=workdir), limits=COMPILE_LIMITS,
+                                    stdout=out, stderr=err, env=env)
+        except OSError as error:
+            return "compile_error", f"cannot run {command[0]}: {error.strerror}"
+        try:
+            returncode = process.wait(COMPILE_TIME_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            return "compile_error", f"compilation took longer than {COMPILE_TIME_LIMIT_S} s and was stopped"
+        finally:
+            process.kill()
+        output = (err.read_text(errors="replace") + out.read_text(errors="replace")).strip()
+    if returncode != 0 or not (workdir / "lib.so").is_file():
+        return "compile_error", summarise_compiler_output(output) or f"{command[0]} exited with {returncode}"
+    return "built", summarise_compiler_output(output)
 
 
 def _compile(command: list[str], workdir: Path) -> tuple[BuildStatus, str]:

@@ -37,6 +37,11 @@ class Verdict:
     never_written: int
     first_mismatch: Mismatch | None
     message: str
+    # Figures that let a report recognise a failure's pattern (None where not measured):
+    nonfinite: int | None = None  # NaN/Inf the kernel computed where gold is finite (poison excluded)
+    zeros: int | None = None  # elements exactly 0 where gold is not
+    transposed: bool | None = None  # the output matches gold written in the other (row/column) order
+    row_shift: int | None = None  # +1/-1: the output matches gold moved down/up by one row
 
 
 def never_written(output: np.ndarray) -> np.ndarray:
@@ -61,7 +66,16 @@ def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], toleran
         never_written=sum(v.never_written for v in verdicts),
         first_mismatch=first,
         message="; ".join(v.message for v in failed) if failed else _passed_message(verdicts),
+        nonfinite=_total(v.nonfinite for v in verdicts),
+        zeros=_total(v.zeros for v in verdicts),
+        transposed=all(v.transposed for v in failed) if failed and all(v.transposed is not None for v in failed) else None,
+        row_shift=failed[0].row_shift if failed and len({v.row_shift for v in failed}) == 1 else None,
     )
+
+
+def _total(counts) -> int | None:
+    measured = [c for c in counts if c is not None]
+    return sum(measured) if measured else None
 
 
 def _passed_message(verdicts: list[Verdict]) -> str:
@@ -115,8 +129,32 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
         index = tuple(int(i) for i in np.unravel_index(int(np.argmin(passed)), gold.shape))
         first = Mismatch(name, index, float(g[index]), float(y[index]))
     message = _explain(name, mismatches, elements, unwritten_count, first, tolerance, max_abs, unwritten)
+    patterns = _patterns(y, g, tolerance, unwritten, finite_gold) if mismatches else {}
     return Verdict(mismatches == 0, max_abs, max_rel, rel_l2, used, mismatches, elements, unwritten_count, first,
-                   message)
+                   message, **patterns)
+
+
+def _patterns(y: np.ndarray, g: np.ndarray, tolerance: Tolerance, unwritten: np.ndarray,
+              finite_gold: np.ndarray) -> dict:
+    """The figures behind a report's hints: computed NaN/Inf, zeros, a transposed or row-shifted output."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        found: dict = {
+            "nonfinite": int(np.count_nonzero(~np.isfinite(y) & finite_gold & ~unwritten)),
+            "zeros": int(np.count_nonzero((y == 0) & (g != 0))),
+        }
+        if y.ndim >= 2 and y.shape[-1] > 1 and y.shape[-2] > 1:
+            rows, columns = y.shape[-2], y.shape[-1]
+            # A kernel that stores row-major results column-major: y's memory read as gold's transpose.
+            as_transposed = y.reshape(-1, columns, rows).swapaxes(-1, -2).reshape(y.shape)
+            found["transposed"] = _close(as_transposed, g, tolerance)
+            found["row_shift"] = next((shift for shift, a, b in ((1, y[..., 1:, :], g[..., :-1, :]),
+                                                                 (-1, y[..., :-1, :], g[..., 1:, :]))
+                                       if _close(a, b, tolerance)), None)
+    return found
+
+
+def _close(y: np.ndarray, g: np.ndarray, tolerance: Tolerance) -> bool:
+    return bool(np.all(np.abs(y - g) <= tolerance.atol + tolerance.rtol * np.abs(g)))
 
 
 def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, first: Mismatch | None,

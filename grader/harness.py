@@ -1,10 +1,10 @@
 """The harness: the only process that loads student code. Started by the runner inside a sandbox.
 
-    python -m grader.harness PLAN.json PROGRESS.jsonl START_INDEX
+    python -m grader.harness PLAN.json PROGRESS.jsonl START_INDEX [STOP_INDEX]
 
-For each planned call from START_INDEX on: load the kernel's library, allocate its buffers (CuPy
+For each planned call from START_INDEX up to STOP_INDEX (default: the end): load the kernel's library, allocate its buffers (CuPy
 on the device for CUDA, NumPy for C++), fill inputs, poison outputs with a NaN of a known bit
-pattern, call the shim, and save the outputs as .npy. Progress goes to PROGRESS.jsonl one line per
+pattern, call the shim, check that the inputs are unchanged, and save the outputs as .npy. Progress goes to PROGRESS.jsonl one line per
 event, so that when this process dies the runner knows which call was in flight. Gold outputs
 never enter this process. Only the standard library, NumPy and CuPy are imported here.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,10 @@ class Device:
         if target == "cuda":
             import cupy
 
+            if os.environ.get("KERNEL_GRADER_SANITIZER"):
+                # One cudaMalloc per buffer, so that compute-sanitizer knows each buffer's true end
+                # (a pool's sub-allocations would hide a write just past one).
+                cupy.cuda.set_allocator(None)
             self.xp = cupy
             properties = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
             name = properties["name"]
@@ -80,6 +85,12 @@ def allocate(device: Device, buffer: dict[str, Any], inputs_dir: Path) -> Any:
     return array
 
 
+def same_bytes(device: Device, array: Any, copy: Any) -> bool:
+    """Bit-for-bit equality (NaN payloads included), on the device where the buffers live."""
+    unsigned = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}[array.dtype.itemsize]
+    return bool(device.xp.array_equal(array.view(unsigned), copy.view(unsigned)))
+
+
 def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], progress: Progress, index: int) -> bool:
     library = libraries.get(call["library"])
     if library is None:
@@ -100,6 +111,9 @@ def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], pr
             arrays[argument["name"]] = allocate(device, argument, Path(call["inputs_dir"]))
             argtypes.append(ctypes.c_void_p)
             arguments.append(device.pointer(arrays[argument["name"]]))
+    # A pristine copy of each input the kernel must not write: compared byte for byte after the call.
+    pristine = {a["name"]: arrays[a["name"]].copy() for a in call["arguments"]
+                if a["kind"] == "buffer" and a["role"] == "input" and not a["null"] and not a.get("mutable")}
     wall_ms, device_ms = ctypes.c_double(-1), ctypes.c_double(-1)
     error = ctypes.create_string_buffer(ERROR_CAPACITY)
     function.argtypes = [*argtypes, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double),
@@ -109,6 +123,8 @@ def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], pr
         progress.emit(index=index, event="end", status="device_error",
                       message=error.value.decode(errors="replace") or f"error code {status}")
         return False
+    modified = [name for name, copy in pristine.items() if not same_bytes(device, arrays[name], copy)]
+    del pristine
     output_dir = Path(call["output_dir"])
     output_dir.mkdir(parents=True, exist_ok=True)
     for argument in call["arguments"]:
@@ -119,7 +135,7 @@ def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], pr
     del arrays
     device.release()
     progress.emit(index=index, event="end", status="ok", wall_ms=wall_ms.value,
-                  device_ms=device_ms.value if device_ms.value >= 0 else None)
+                  device_ms=device_ms.value if device_ms.value >= 0 else None, inputs_modified=modified)
     return True
 
 
@@ -127,6 +143,7 @@ def main(argv: list[str]) -> int:
     plan = json.loads(Path(argv[1]).read_text())
     progress = Progress(Path(argv[2]))
     start = int(argv[3])
+    stop = int(argv[4]) if len(argv) > 4 else len(plan["calls"])
     progress.emit(event="hello", at=time.time())
     try:
         device = Device(plan["target"])
@@ -135,7 +152,7 @@ def main(argv: list[str]) -> int:
         return EXIT_NO_DEVICE
     progress.emit(event="device", name=device.name)
     libraries: dict[str, Any] = {}
-    for index in range(start, len(plan["calls"])):
+    for index in range(start, stop):
         # "start" precedes loading the library: a crash in its static constructors is this call's.
         progress.emit(index=index, event="start", at=time.time())
         if not run_call(plan["calls"][index], device, libraries, progress, index):

@@ -8,19 +8,20 @@ import platform
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from grader import __version__
-from grader.build import build_submission, toolchain_for
+from grader.build import Artifact, build_submission, toolchain_for
 from grader.cases import Seed, prepare_inputs
 from grader.compare import compare
 from grader.gold import gold_outputs
-from grader.repos import checkout_folder
-from grader.results import Environment, KernelResult, Result, Submission
-from grader.runner import Call, run_calls
+from grader.repos import Checkout, checkout_folder
+from grader.results import Environment, KernelResult, Result, Submission, SubmissionStatus
+from grader.sanitizer import SanitizerReport, sanitize
+from grader.runner import Call, CallOutcome, run_calls
 from grader.sandbox import sandbox_named
 from grader.scoring import case_result, score_kernel
 from grader.spec import Assignment, Case, Kernel
@@ -39,52 +40,116 @@ class Options:
     kernels: tuple[str, ...] = ()  # empty: all
     jobs: int | None = None
     cuda_arch: str | None = None
+    sanitizer: bool = False  # compute-sanitizer where the spec asks for it and the tool is installed (`grade`: on)
 
 
 def grade(path: Path, assignment: Assignment, options: Options) -> Result:
-    stages: dict[str, float] = {}
-    clock = time.perf_counter()
+    return run_stage(build_stage(path, assignment, options), assignment, options)
 
-    def lap(stage: str) -> None:
-        nonlocal clock
+
+@dataclass(frozen=True)
+class Built:
+    """A submission after the CPU-side stages (fetch, build, inputs): what the run stage needs.
+
+    Batches build many of these in parallel on the CPU cores while earlier ones run on the GPUs.
+    """
+
+    checkout: Checkout
+    kernels: tuple[Kernel, ...]
+    artifacts: dict[str, Artifact]
+    selection: list[tuple[Kernel, Case, Path]]
+    seed: Seed
+    stages: dict[str, float]  # seconds so far, per stage
+
+
+class _Laps:
+    def __init__(self, stages: dict[str, float] | None = None) -> None:
+        self.stages = dict(stages or {})
+        self.clock = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
         now = time.perf_counter()
-        stages[stage] = round(now - clock, 3)
-        clock = now
+        self.stages[stage] = round(now - self.clock, 3)
+        self.clock = now
 
+
+def build_stage(path: Path, assignment: Assignment, options: Options) -> Built:
+    """Fetch, build every kernel and prepare the case inputs: everything before student code runs."""
+    lap = _Laps()
     checkout = checkout_folder(path)
     lap("fetch")
     kernels = tuple(assignment.kernel(n) for n in options.kernels) if options.kernels else assignment.kernels
-    artifacts = build_submission(assignment, checkout.root, options.cache_dir, kernels, options.jobs, options.cuda_arch)
+    # The compiler reads the student's sources: it runs in the same sandbox as their code.
+    artifacts = build_submission(assignment, checkout.root, options.cache_dir, kernels, options.jobs, options.cuda_arch,
+                                 sandbox=sandbox_named(options.sandbox))
     lap("build")
-
-    seed = Seed(assignment.public_seed, None if options.public_only else options.secret)
-    selection = [(k, c, prepare_inputs(assignment, k, c, seed, options.cache_dir))
-                 for k in kernels for c in k.cases if c.public or not options.public_only]
+    seed, selection = _selection(assignment, kernels, options)
     lap("inputs")
+    return Built(checkout, kernels, artifacts, selection, seed, lap.stages)
+
+
+def run_stage(built: Built, assignment: Assignment, options: Options) -> Result:
+    """Run (sandboxed), then gold, compare and score a built submission into its result."""
+    with tempfile.TemporaryDirectory(prefix="kg-outputs-") as scratch:
+        return score_stage(execute_stage(built, assignment, options, Path(scratch)), assignment, options)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A submission after its code ran: how each call ended, its outputs in a folder the caller owns."""
+
+    built: Built
+    outcomes: dict[tuple[str, str], CallOutcome]  # (kernel, case) -> outcome
+    device: str
+    stages: dict[str, float]
+    sanitizer: dict[str, list[SanitizerReport]] = field(default_factory=dict)  # kernel -> compute-sanitizer's reports
+
+
+def execute_stage(built: Built, assignment: Assignment, options: Options, outputs_dir: Path) -> Ran:
+    """Run every built kernel on its cases in the sandbox, outputs under `outputs_dir`: the GPU's part.
+
+    Batches run this in one process per GPU and score in the CPU pool, so the GPU never waits on a compare.
+    """
+    lap = _Laps(built.stages)
+    calls = [Call(k, c, built.artifacts[k.name].library, inputs, outputs_dir / k.name / c.name)  # type: ignore[arg-type]
+             for k, c, inputs in built.selection if built.artifacts[k.name].status == "built"]
+    report = run_calls(assignment, calls, sandbox_named(options.sandbox)) if calls else None
+    lap("run")
+    outcomes = {(o.kernel, o.case): o for o in report.outcomes} if report else {}
+    sanitizer: dict[str, list[SanitizerReport]] = {}
+    if options.sanitizer and report is not None:
+        # Untimed and on one small case; not for kernels that already timed out.
+        checked = tuple(k for k in built.kernels if not any(o.status == "timeout" for (n, _), o in outcomes.items()
+                                                                if n == k.name))
+        sanitizer = sanitize(assignment, checked, built.artifacts, {(k.name, c.name): i for k, c, i in built.selection},
+                             sandbox_named(options.sandbox))
+        if sanitizer:
+            lap("sanitizer")
+    return Ran(built, outcomes, report.device if report else "", lap.stages, sanitizer)
+
+
+def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
+    """Compare a run's outputs with gold (computed once, then cached) and score them into the result."""
+    lap = _Laps(ran.stages)
+    kernels, artifacts, selection = ran.built.kernels, ran.built.artifacts, ran.built.selection
+    seed, checkout, outcomes = ran.built.seed, ran.built.checkout, ran.outcomes
     sandbox = sandbox_named(options.sandbox)
     gold = gold_outputs(assignment, selection, options.cache_dir, sandbox, options.cuda_arch)
     lap("gold")
+    kernel_results = []
+    for kernel in kernels:
+        cases = []
+        for case in (c for k, c, _ in selection if k is kernel):
+            outcome = outcomes.get((kernel.name, case.name))
+            verdict = None
+            if outcome is not None and outcome.status == "ok" and outcome.output_dir is not None:
+                produced = _load_outputs(outcome.output_dir, kernel)
+                verdict = compare(produced, gold[(kernel.name, case.name)], kernel.tolerance)
+            cases.append(case_result(case, outcome, verdict))
+        kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name)))
+    lap("compare_and_score")
 
-    with tempfile.TemporaryDirectory(prefix="kg-outputs-") as scratch:
-        calls = [Call(k, c, artifacts[k.name].library, inputs, Path(scratch) / k.name / c.name)  # type: ignore[arg-type]
-                 for k, c, inputs in selection if artifacts[k.name].status == "built"]
-        report = run_calls(assignment, calls, sandbox) if calls else None
-        lap("run")
-        outcomes = {(o.kernel, o.case): o for o in report.outcomes} if report else {}
-        kernel_results = []
-        for kernel in kernels:
-            cases = []
-            for case in (c for k, c, _ in selection if k is kernel):
-                outcome = outcomes.get((kernel.name, case.name))
-                verdict = None
-                if outcome is not None and outcome.status == "ok" and outcome.output_dir is not None:
-                    produced = _load_outputs(outcome.output_dir, kernel)
-                    verdict = compare(produced, gold[(kernel.name, case.name)], kernel.tolerance)
-                cases.append(case_result(case, outcome, verdict))
-            kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases))
-        lap("compare_and_score")
-
-    toolchain = toolchain_for(assignment.target, options.cuda_arch)
+    stages = lap.stages
     return Result(
         assignment=assignment.name,
         assignment_version=assignment.version,
@@ -93,16 +158,52 @@ def grade(path: Path, assignment: Assignment, options: Options) -> Result:
         max_score=sum(k.max_score for k in kernel_results),
         kernels=kernel_results,
         submission=Submission(str(checkout.root), checkout.commit, checkout.commit_time, checkout.dirty),
-        environment=Environment(
-            grader_version=__version__, target=assignment.target, device=report.device if report else "",
-            compiler=toolchain.description, sandbox=sandbox.name, sandbox_enforced=sandbox.enforced(),
-            host=platform.node(), python=sys.version.split()[0],
-        ),
+        environment=_environment(assignment, options, sandbox, ran.device),
         stages={**stages, "total": round(sum(stages.values()), 3)},
         seed={"mode": seed.mode, "fingerprint": seed.fingerprint},
         public_only=options.public_only,
-        graded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        graded_at=_now(),
     )
+
+
+def prepare_gold(assignment: Assignment, options: Options) -> None:
+    """Compute every case's inputs and gold once, before a batch fans out (they are cached by content)."""
+    kernels = tuple(assignment.kernel(n) for n in options.kernels) if options.kernels else assignment.kernels
+    _, selection = _selection(assignment, kernels, options)
+    gold_outputs(assignment, selection, options.cache_dir, sandbox_named(options.sandbox), options.cuda_arch)
+
+
+def not_graded(assignment: Assignment, options: Options, status: SubmissionStatus, message: str,
+               submission: Submission) -> Result:
+    """The result of a submission with nothing to grade (`not_submitted`) or that the grader failed on (`error`)."""
+    kernels = tuple(assignment.kernel(n) for n in options.kernels) if options.kernels else assignment.kernels
+    return Result(
+        assignment=assignment.name, assignment_version=assignment.version, title=assignment.title, score=0.0,
+        max_score=sum(k.weight for k in kernels), kernels=[], submission=submission,
+        environment=_environment(assignment, options, sandbox_named(options.sandbox), ""), stages={},
+        seed={}, public_only=options.public_only, graded_at=_now(), status=status, message=message,
+    )
+
+
+def _selection(assignment: Assignment, kernels: tuple[Kernel, ...],
+               options: Options) -> tuple[Seed, list[tuple[Kernel, Case, Path]]]:
+    seed = Seed(assignment.public_seed, None if options.public_only else options.secret)
+    selection = [(k, c, prepare_inputs(assignment, k, c, seed, options.cache_dir))
+                 for k in kernels for c in k.cases if c.public or not options.public_only]
+    return seed, selection
+
+
+def _environment(assignment: Assignment, options: Options, sandbox, device: str) -> Environment:
+    toolchain = toolchain_for(assignment.target, options.cuda_arch)
+    return Environment(
+        grader_version=__version__, target=assignment.target, device=device,
+        compiler=toolchain.description, sandbox=sandbox.name, sandbox_enforced=sandbox.enforced(),
+        host=platform.node(), python=sys.version.split()[0],
+    )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _load_outputs(folder: Path, kernel: Kernel) -> dict[str, np.ndarray]:

@@ -44,6 +44,12 @@ class CaseResult:
     first_mismatch: Mismatch | None = None
     wall_ms: float | None = None
     device_ms: float | None = None
+    # The failure's pattern, for the reports' hints (see compare.Verdict); None where not measured.
+    nonfinite: int | None = None
+    zeros: int | None = None
+    transposed: bool | None = None
+    row_shift: int | None = None
+    params: dict[str, int] | None = None  # the case's sizes (N, d, ...), as the spec gives them
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class KernelResult:
     deductions: list[Deduction] = field(default_factory=list)
     build_seconds: float | None = None
     build_cached: bool | None = None
+    sanitizer: list[str] = field(default_factory=list)  # compute-sanitizer's findings, in its own words
 
     @property
     def cases_passed(self) -> int:

@@ -6,8 +6,10 @@ with the next kernel, so one broken kernel never costs the others their points.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -17,13 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from grader.errors import GraderError
-from grader.sandbox import Limits, Mounts, Sandbox
+from grader.sandbox import Limits, Mounts, Process, Sandbox
 from grader.spec import Assignment, Case, Kernel, allocation_of, shape_of
 
 CallStatus = Literal["ok", "crashed", "timeout", "not_run"]
 HARNESS_START_LIMIT_S = 120.0  # importing CuPy and creating a context, before any student code runs
 POLL_INTERVAL_S = 0.02
 LOG_TAIL = 2000  # characters of the harness's stdout/stderr kept in a message
+OUTPUT_CHECK_INTERVAL_S = 0.5
+PROGRESS_LIMIT = 8 << 20  # bytes; the harness writes a few hundred per call
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class Call:
             arguments.append({"kind": "buffer", "name": buffer.name, "role": buffer.role, "dtype": buffer.dtype,
                               "shape": list(shape_of(buffer, self.case.params)),
                               "allocate": allocation_of(buffer, self.case.params),
-                              "null": buffer.name in self.case.null})
+                              "null": buffer.name in self.case.null, "mutable": buffer.mutable})
         return {"kernel": self.kernel.name, "case": self.case.name, "library": str(self.library),
                 "inputs_dir": str(self.inputs_dir), "output_dir": str(self.output_dir), "arguments": arguments}
 
@@ -61,6 +65,7 @@ class CallOutcome:
     wall_ms: float | None = None
     device_ms: float | None = None
     output_dir: Path | None = None
+    inputs_modified: tuple[str, ...] = ()  # input buffers the call wrote into (their hash changed)
 
 
 @dataclass
@@ -71,87 +76,172 @@ class RunReport:
     device: str = ""
     harness_starts: int = 0
     seconds: float = 0.0
+    logs: list[str] = field(default_factory=list)  # each harness's stdout (capped), for tools that report there
 
 
-def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limits: Limits | None = None) -> RunReport:
-    """Run every call, restarting the harness after a failure with the next kernel's first call."""
+def submission_time_limit(calls: list[Call]) -> float:
+    """No submission needs longer than every call's own limit plus a harness start per kernel."""
+    kernels = {c.kernel.name for c in calls}
+    return sum(c.kernel.time_limit_s for c in calls) + HARNESS_START_LIMIT_S * len(kernels)
+
+
+def limits_for(assignment: Assignment) -> Limits:
+    """The sandbox's limits for a pack: its spec's memory and process limits, else the defaults."""
+    defaults = Limits()
+    return dataclasses.replace(
+        defaults, memory_bytes=(assignment.memory_limit_mb << 20) if assignment.memory_limit_mb else defaults.memory_bytes,
+        processes=assignment.process_limit or defaults.processes)
+
+
+def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limits: Limits | None = None,
+              time_limit_s: float | None = None, wrapper: tuple[str, ...] = ()) -> RunReport:
+    """Run every call, one harness (one sandbox) per kernel, a fresh one after a failure.
+
+    A kernel's harness sees only that kernel's library and inputs and one writable folder, which is
+    emptied before the next kernel's harness starts: one kernel's code cannot touch another's outputs.
+    `time_limit_s` bounds the whole submission (default: `submission_time_limit`); `wrapper` prefixes
+    the harness's command (compute-sanitizer).
+    """
     report = RunReport()
     started = time.perf_counter()
-    limits = limits or Limits()
+    limits = limits or limits_for(assignment)
+    budget = time_limit_s or assignment.submission_time_limit_s or submission_time_limit(calls)
+    deadline = time.monotonic() + budget
     outcomes: dict[int, CallOutcome] = {}
     with tempfile.TemporaryDirectory(prefix="kg-run-") as scratch:
         workdir = Path(scratch)
+        outbox = workdir / "out"  # the sandbox's one writable folder
         plan_file = workdir / "plan.json"
-        plan_file.write_text(json.dumps({"target": assignment.target, "calls": [c.plan() for c in calls]}))
+        planned = [dataclasses.replace(c, output_dir=outbox / str(i)).plan() for i, c in enumerate(calls)]
+        plan_file.write_text(json.dumps({"target": assignment.target, "calls": planned}))
         next_index = 0
         while next_index < len(calls):
+            if time.monotonic() >= deadline:
+                _skip_rest(next_index, calls, outcomes, f"not run: the submission's time limit ({budget:g} s) was reached")
+                break
+            stop = next_index
+            while stop < len(calls) and calls[stop].kernel.name == calls[next_index].kernel.name:
+                stop += 1
             report.harness_starts += 1
-            session = _Session(workdir, report.harness_starts)
-            events, exit_reason, timed_out_index = session.run(plan_file, next_index, calls, sandbox, limits)
-            if not any(e.get("event") == "device" for e in events):
+            shutil.rmtree(outbox, ignore_errors=True)
+            outbox.mkdir()
+            session = _Session(workdir, outbox, report.harness_starts)
+            events, exit_reason, timed_out_index = session.run(plan_file, next_index, stop, calls, sandbox, limits,
+                                                               assignment.target == "cuda", deadline, wrapper)
+            report.logs.append(session.stdout_text(limits.log_bytes))
+            unavailable = next((e for e in events if e.get("event") == "device_unavailable"), None)
+            if unavailable is not None and not any(e.get("event") == "device" for e in events):
+                raise GraderError(f"this machine cannot run {assignment.target} kernels: "
+                                  f"{str(unavailable.get('message', ''))[:LOG_TAIL]}")
+            if not any(e.get("event") == "device" for e in events) and exit_reason != SUBMISSION_TIMEOUT:
                 # No student code was loaded yet: this is the grading machine's problem, not the student's.
-                unavailable = next((e for e in events if e.get("event") == "device_unavailable"), None)
-                if unavailable:
-                    raise GraderError(f"this machine cannot run {assignment.target} kernels: {unavailable['message']}"
-                                      + (" (CUDA assignments need a GPU and CuPy: pip install cupy-cuda13x)"
-                                         if assignment.target == "cuda" else ""))
                 raise GraderError(f"the harness could not start ({exit_reason}): {session.log_tail() or 'no output'}")
-            report.device = report.device or next((e["name"] for e in events if e.get("event") == "device"), "")
-            next_index = _record(events, exit_reason, timed_out_index, calls, next_index, outcomes, session)
+            report.device = report.device or next((str(e["name"]) for e in events if e.get("event") == "device"), "")
+            if exit_reason == SUBMISSION_TIMEOUT and timed_out_index is None:
+                timed_out_index = next((i for i in range(next_index, stop) if i not in outcomes), None)
+            next_index = _record(events, exit_reason, timed_out_index, calls, next_index, stop, outcomes, session,
+                                 budget if exit_reason == SUBMISSION_TIMEOUT else None)
+            _collect_outputs(outbox, calls, outcomes)
     report.outcomes = [outcomes.get(i) or CallOutcome(c.kernel.name, c.case.name, "not_run", "never reached")
                        for i, c in enumerate(calls)]
     report.seconds = time.perf_counter() - started
     return report
 
 
-class _Session:
-    """One harness process: started, watched for per-call time limits, and read back."""
+SUBMISSION_TIMEOUT = "submission-timeout"
 
-    def __init__(self, workdir: Path, number: int) -> None:
-        self.progress = workdir / f"progress-{number}.jsonl"
+
+class _Session:
+    """One harness process for one kernel's calls: started, watched for limits, and read back."""
+
+    def __init__(self, workdir: Path, outbox: Path, number: int) -> None:
+        self.progress = outbox / f".progress-{number}.jsonl"
         self.stdout = workdir / f"stdout-{number}.txt"
         self.stderr = workdir / f"stderr-{number}.txt"
-        self.cwd = workdir / f"cwd-{number}"
+        self.cwd = outbox / "home"
         self.cwd.mkdir()
+        self.limit_message = ""
 
-    def run(self, plan_file: Path, start: int, calls: list[Call], sandbox: Sandbox,
-            limits: Limits) -> tuple[list[dict], str, int | None]:
+    def run(self, plan_file: Path, start: int, stop: int, calls: list[Call], sandbox: Sandbox, limits: Limits,
+            gpu: bool, deadline: float, wrapper: tuple[str, ...] = ()) -> tuple[list[dict], str, int | None]:
         self.progress.touch()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_PATH", "CUPY_CACHE_DIR"):
+               "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+               # The harness needs no BLAS threads: a pool per core would exhaust a small process limit.
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        # Not CUPY_CACHE_DIR: a kernel cache shared between submissions could be poisoned; CuPy uses $HOME.
+        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_PATH"):
             if name in os.environ:
                 env[name] = os.environ[name]
-        command = [sys.executable, "-m", "grader.harness", str(plan_file), str(self.progress), str(start)]
-        writable = Path(calls[start].output_dir).parent
-        process = sandbox.start(command, cwd=self.cwd, mounts=Mounts(read_only=(plan_file,), writable=writable),
+        command = [*wrapper, sys.executable, "-m", "grader.harness", str(plan_file), str(self.progress), str(start),
+                   str(stop)]
+        own = calls[start:stop]
+        # Only this kernel's library and inputs are visible: not the gold, not other kernels' or students' files.
+        read_only = tuple(dict.fromkeys([plan_file, *(c.library for c in own), *(c.inputs_dir for c in own)]))
+        outbox = self.cwd.parent
+        process = sandbox.start(command, cwd=self.cwd, mounts=Mounts(read_only=read_only, writable=outbox, gpu=gpu),
                                 limits=limits, stdout=self.stdout, stderr=self.stderr, env=env)
+        try:
+            return self._watch(process, calls, limits, outbox, deadline)
+        finally:
+            # Also after a normal exit: whatever the code left running in the background goes now.
+            process.kill()
+
+    def _watch(self, process: Process, calls: list[Call], limits: Limits, outbox: Path,
+               deadline: float) -> tuple[list[dict], str, int | None]:
         launched = time.monotonic()
         in_flight: int | None = None
         in_flight_since = launched
         events: list[dict] = []
         offset = 0
+        next_size_check = launched + OUTPUT_CHECK_INTERVAL_S
         while True:
             returncode = process.poll()
             new, offset = _read_events(self.progress, offset)
             for event in new:
                 events.append(event)
-                if event.get("event") == "start":
+                if event.get("event") == "start" and isinstance(event.get("index"), int) \
+                        and 0 <= event["index"] < len(calls):
                     in_flight, in_flight_since = event["index"], time.monotonic()
                 elif event.get("event") == "end":
                     in_flight = None
             if returncode is not None:
                 break
+            if offset > PROGRESS_LIMIT or _size(self.progress) > PROGRESS_LIMIT:
+                events.append({"event": "oversized", "bytes": _size(self.progress)})  # voids the kernel in _record
+                return self._stop(process, events, offset, "was stopped: its progress file was flooded", None)
             now = time.monotonic()
             if in_flight is not None and now - in_flight_since > calls[in_flight].kernel.time_limit_s:
-                process.kill()
-                return events + _read_events(self.progress, offset)[0], "timeout", in_flight
+                return self._stop(process, events, offset, "timeout", in_flight)
+            if now > deadline:
+                return self._stop(process, events, offset, SUBMISSION_TIMEOUT, in_flight)
             if in_flight is None and not any(e.get("event") == "start" for e in events) \
                     and now - launched > HARNESS_START_LIMIT_S:
-                process.kill()
-                return events, f"the harness did not start within {HARNESS_START_LIMIT_S:.0f} s", None
+                return self._stop(process, events, offset, f"the harness did not start within {HARNESS_START_LIMIT_S:.0f} s",
+                                  None)
+            if now > next_size_check:
+                next_size_check = now + OUTPUT_CHECK_INTERVAL_S
+                if _folder_bytes(outbox) > limits.output_bytes:
+                    self.limit_message = f"wrote more than {limits.output_bytes >> 20} MiB into its output folder"
+                    return self._stop(process, events, offset, f"was stopped: it {self.limit_message}", None)
             time.sleep(POLL_INTERVAL_S)
-        return events, _describe_exit(returncode), None
+        limit = getattr(process, "limit_hit", lambda: None)()
+        if limit:
+            self.limit_message = limit
+        reason = _describe_exit(returncode)
+        return events + _read_events(self.progress, offset)[0], (f"{reason}: it {limit}" if limit else reason), None
+
+    def _stop(self, process: Process, events: list[dict], offset: int, reason: str,
+              index: int | None) -> tuple[list[dict], str, int | None]:
+        process.kill()
+        return events + _read_events(self.progress, offset)[0], reason, index
+
+    def stdout_text(self, limit: int) -> str:
+        try:
+            with open(self.stdout, "rb") as stream:
+                return stream.read(limit + 200).decode(errors="replace")
+        except OSError:
+            return ""
 
     def log_tail(self) -> str:
         parts = []
@@ -168,10 +258,52 @@ class _Session:
         return "\n".join(parts)[-LOG_TAIL:]
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _folder_bytes(folder: Path, max_entries: int = 100_000) -> int:
+    """Bytes under a folder (a folder of more than `max_entries` files counts as unbounded)."""
+    total, seen = 0, 0
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            seen += 1
+            if seen > max_entries:
+                return 1 << 62
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _collect_outputs(outbox: Path, calls: list[Call], outcomes: dict[int, CallOutcome]) -> None:
+    """Move each finished call's outputs out of the sandbox's folder: only regular files the spec names."""
+    for index, outcome in outcomes.items():
+        if outcome.status != "ok" or outcome.output_dir != calls[index].output_dir:
+            continue
+        produced = outbox / str(index)
+        if not produced.is_dir() or produced.is_symlink():
+            continue
+        calls[index].output_dir.mkdir(parents=True, exist_ok=True)
+        for buffer in calls[index].kernel.buffers_with("output"):
+            source = produced / f"{buffer.name}.npy"
+            # A symlink planted by the code could point at any file of the grader's: never follow one.
+            if source.is_file() and not source.is_symlink():
+                shutil.copyfile(source, calls[index].output_dir / source.name)
+
+
 def _read_events(path: Path, offset: int) -> tuple[list[dict], int]:
-    with open(path, "rb") as stream:
-        stream.seek(offset)
-        data = stream.read()
+    # Bounded reads: the file is writable by the code under test, which could make it huge.
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(offset)
+            data = stream.read(PROGRESS_LIMIT)
+    except OSError:
+        return [], offset
     complete = data[: data.rfind(b"\n") + 1]
     events = []
     for line in complete.splitlines():
@@ -194,34 +326,52 @@ def _describe_exit(returncode: int) -> str:
 
 
 def _record(events: list[dict], exit_reason: str, timed_out_index: int | None, calls: list[Call], start: int,
-            outcomes: dict[int, CallOutcome], session: _Session) -> int:
-    """Turn one session's events into outcomes; return the index the next harness starts at."""
-    finished = any(e.get("event") == "finished" for e in events)
+            stop: int, outcomes: dict[int, CallOutcome], session: _Session, submission_budget: float | None = None) -> int:
+    """Turn one session's events into outcomes; return the index the next harness starts at.
+
+    The events must follow the harness's grammar (start i, end i, start i+1, ..., finished) from
+    `start` to `stop`: anything else was written by the code under test, and fails its kernel.
+    """
+    finished = False
     started: int | None = None
+    expected = start
     for event in events:
-        index = event.get("index")
-        if not isinstance(index, int) or not start <= index < len(calls):
+        kind, index = event.get("event"), event.get("index")
+        if kind in ("hello", "device") and started is None and expected == start:
             continue
-        call = calls[index]
-        if event.get("event") == "start":
+        if kind == "start" and started is None and index == expected:
             started = index
-        elif event.get("event") == "end" and index == started:
-            started = None
-            if event.get("status") == "ok":
-                outcomes[index] = CallOutcome(call.kernel.name, call.case.name, "ok", "", event.get("wall_ms"),
-                                              event.get("device_ms"), call.output_dir)
+        elif kind == "end" and started is not None and index == started and isinstance(event.get("status"), str) \
+                and not finished:
+            call = calls[index]
+            started, expected = None, index + 1
+            if event["status"] == "ok":
+                modified = event.get("inputs_modified") or []
+                outcomes[index] = CallOutcome(call.kernel.name, call.case.name, "ok", "", _number(event.get("wall_ms")),
+                                              _number(event.get("device_ms")), call.output_dir,
+                                              tuple(str(m) for m in modified if isinstance(m, str)))
             else:
                 outcomes[index] = CallOutcome(call.kernel.name, call.case.name, "crashed",
-                                              f"CUDA error after the call: {event.get('message', '')}")
+                                              f"CUDA error after the call: {str(event.get('message', ''))[:LOG_TAIL]}")
                 return _skip_rest_of_kernel(index, calls, outcomes, "not run: an earlier case of this kernel crashed")
+        elif kind == "finished" and started is None and expected == stop and not finished:
+            finished = True
+        else:
+            return _tampered(event, calls, start, outcomes)
     if finished:
-        return len(calls)
+        return stop
     # The harness ended without finishing: the call in flight (or, if none, the next one) failed.
     failed = started if started is not None else min(
-        (i for i in range(start, len(calls)) if i not in outcomes), default=len(calls))
-    if failed >= len(calls):
-        return len(calls)
+        (i for i in range(start, stop) if i not in outcomes), default=stop)
+    if failed >= stop:
+        return stop
     call = calls[failed]
+    if submission_budget is not None:
+        outcome = CallOutcome(call.kernel.name, call.case.name, "timeout",
+                              f"the submission's time limit ({submission_budget:g} s) was reached during this case; stopped")
+        outcomes[failed] = outcome
+        _skip_rest(failed + 1, calls, outcomes, "not run: the submission's time limit was reached")
+        return len(calls)
     if timed_out_index is not None:
         outcome = CallOutcome(call.kernel.name, call.case.name, "timeout",
                               f"did not finish within {call.kernel.time_limit_s:g} s; stopped")
@@ -231,6 +381,26 @@ def _record(events: list[dict], exit_reason: str, timed_out_index: int | None, c
                               f"the process {exit_reason} during this case" + (f"\n{tail}" if tail else ""))
     outcomes[failed] = outcome
     return _skip_rest_of_kernel(failed, calls, outcomes, f"not run: an earlier case of this kernel {outcome.status}")
+
+
+def _tampered(event: dict, calls: list[Call], start: int, outcomes: dict[int, CallOutcome]) -> int:
+    """A forged or out-of-order progress event: the kernel whose code ran in this harness fails as a whole."""
+    call = calls[start]
+    shown = json.dumps(event)[:200]
+    outcomes[start] = CallOutcome(call.kernel.name, call.case.name, "crashed",
+                                  f"the harness's progress channel was tampered with (unexpected event {shown}); "
+                                  "the kernel's results are void")
+    return _skip_rest_of_kernel(start, calls, outcomes, "not run: the progress channel of this kernel was tampered with")
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _skip_rest(index: int, calls: list[Call], outcomes: dict[int, CallOutcome], message: str) -> None:
+    for following in range(index, len(calls)):
+        outcomes.setdefault(following, CallOutcome(calls[following].kernel.name, calls[following].case.name,
+                                                   "not_run", message))
 
 
 def _skip_rest_of_kernel(index: int, calls: list[Call], outcomes: dict[int, CallOutcome], message: str) -> int:

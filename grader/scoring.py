@@ -6,34 +6,54 @@ the whole kernel; forbidden symbols deduct the spec's share of the kernel's weig
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import math
+
 from grader.build import Artifact
 from grader.compare import Verdict
-from grader.results import CaseResult, Deduction, KernelResult, Mismatch
+from grader.results import CaseResult, Deduction, KernelResult, Late, Mismatch, Result
 from grader.runner import CallOutcome
-from grader.spec import Case, Kernel
+from grader.sanitizer import SanitizerReport, findings_of, has_errors
+from grader.spec import Case, Kernel, LatePolicy
 
 
 def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None) -> CaseResult:
     """One case's line in the result, from how its call ended and, if it ran, its verdict."""
     if outcome is None:
-        return CaseResult(case.name, case.public, "not_run", False, "not run: the kernel did not build")
+        return CaseResult(case.name, case.public, "not_run", False, "not run: the kernel did not build", params=_sizes(case))
     if outcome.status != "ok" or verdict is None:
         status = outcome.status if outcome.status != "ok" else "crashed"
         return CaseResult(case.name, case.public, status, False, outcome.message, wall_ms=outcome.wall_ms,
-                          device_ms=outcome.device_ms)
+                          device_ms=outcome.device_ms, params=_sizes(case))
     first = verdict.first_mismatch
+    passed, message = verdict.passed, verdict.message
+    if outcome.inputs_modified:
+        # The next case (or the caller, in the real program) would read corrupted inputs: not a pass.
+        passed = False
+        message = f"wrote into its input(s) {', '.join(outcome.inputs_modified)}, which it must only read; " + message
     return CaseResult(
-        name=case.name, public=case.public, status="passed" if verdict.passed else "failed", passed=verdict.passed,
-        message=verdict.message, max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
+        name=case.name, public=case.public, status="passed" if passed else "failed", passed=passed,
+        message=message, max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
         rel_l2_err=verdict.rel_l2_err, tolerance_used=verdict.tolerance_used, mismatches=verdict.mismatches, elements=verdict.elements,
         never_written=verdict.never_written,
         first_mismatch=Mismatch(first.buffer, list(first.index), first.expected, first.got) if first else None,
         wall_ms=outcome.wall_ms, device_ms=outcome.device_ms,
+        nonfinite=verdict.nonfinite, zeros=verdict.zeros, transposed=verdict.transposed, row_shift=verdict.row_shift,
+        params=_sizes(case),
     )
 
 
-def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult]) -> KernelResult:
-    build = {"build_seconds": round(artifact.seconds, 3), "build_cached": artifact.cached}
+def _sizes(case: Case) -> dict[str, int]:
+    """The case's integer parameters, which reports show and compare ("right only for small sizes")."""
+    return {k: v for k, v in case.params.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
+                 sanitizer: list[SanitizerReport] | None = None) -> KernelResult:
+    """sanitizer: compute-sanitizer's reports on this kernel (a finding costs `sanitizer_penalty` of the weight)."""
+    build = {"build_seconds": round(artifact.seconds, 3), "build_cached": artifact.cached,
+             "sanitizer": findings_of(sanitizer or [])}
     if artifact.status == "compile_error":
         return KernelResult(kernel.name, 0.0, kernel.weight, "compile_error", artifact.message, cases, **build)
     for failure in ("timeout", "crashed"):
@@ -50,8 +70,15 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult]) ->
     if artifact.forbidden_symbols:
         points = min(earned, kernel.weight * kernel.forbidden_penalty)
         deductions.append(Deduction(f"uses forbidden symbol(s) {', '.join(artifact.forbidden_symbols)}", points))
+    flagged = has_errors(sanitizer or [])
+    if flagged and kernel.sanitizer_penalty > 0:
+        tools = ", ".join(sorted({r.tool for r in sanitizer or [] if r.errors != 0}))
+        first = next(iter(build["sanitizer"]), "")  # type: ignore[call-overload]
+        points = min(earned - sum(d.points for d in deductions), kernel.weight * kernel.sanitizer_penalty)
+        deductions.append(Deduction(f"compute-sanitizer ({tools}) reported errors: {first}", max(0.0, points)))
     score = max(0.0, earned - sum(d.points for d in deductions))
-    status = "passed" if passed == len(cases) and not artifact.forbidden_symbols else "failed"
+    failed_checks = artifact.forbidden_symbols or (flagged and kernel.sanitizer_penalty > 0)
+    status = "passed" if passed == len(cases) and not failed_checks else "failed"
     first_failure = next((c for c in cases if not c.passed), None)
     messages = [d.reason for d in deductions]
     if first_failure:
@@ -60,3 +87,27 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult]) ->
     return KernelResult(kernel.name, round(score, 6), kernel.weight, status,
                         f"{passed}/{len(cases)} cases passed; " + message if first_failure else message,
                         cases, deductions, **build)
+
+
+def late_days(deadline: datetime.datetime, submitted_at: datetime.datetime) -> int:
+    """Whole days late, a started day counting as a day (a minute late is one late day)."""
+    seconds = (submitted_at - deadline).total_seconds()
+    return max(0, math.ceil(seconds / 86400))
+
+
+def apply_late_policy(result: Result, policy: LatePolicy | None, deadline: datetime.datetime | None,
+                      submitted_at: datetime.datetime | None) -> Result:
+    """The result with the late penalty taken: late days past the grace days, each a share of max_score, capped.
+
+    `raw_score` keeps the score before the penalty; `late` records the deadline, the days and the policy.
+    """
+    if deadline is None or submitted_at is None or result.status != "graded":
+        return dataclasses.replace(result, raw_score=result.score)
+    policy = policy or LatePolicy()
+    days = late_days(deadline, submitted_at)
+    charged = max(0.0, days - policy.grace_days)
+    fraction = min(policy.cap, charged * policy.penalty_per_day)
+    points = round(min(result.score, fraction * result.max_score), 6)
+    late = Late(deadline=deadline.isoformat(), days_late=float(days), grace_days=policy.grace_days,
+                penalty_per_day=policy.penalty_per_day, cap=policy.cap, points_deducted=points)
+    return dataclasses.replace(result, raw_score=result.score, score=round(result.score - points, 6), late=late)

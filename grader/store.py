@@ -12,6 +12,9 @@ from pathlib import Path
 from grader.errors import StoreError
 from grader.results import SCHEMA_VERSION, Result
 
+# Kernel statuses that `--failed` grades again (a flaky machine, a time limit set too tight).
+FAILED_STATUSES = ("crashed", "timeout", "not_run")
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
@@ -72,6 +75,42 @@ class Store:
         rows = self._db.execute("SELECT result_json FROM results WHERE assignment = ? AND student = ? ORDER BY id",
                                 (assignment, student)).fetchall()
         return [self._load(text) for (text,) in rows]
+
+    def graded_students(self, assignment: str) -> set[str]:
+        """Students with any stored result for the assignment: what a resumed batch skips."""
+        rows = self._db.execute("SELECT DISTINCT student FROM results WHERE assignment = ?", (assignment,)).fetchall()
+        return {student for (student,) in rows}
+
+    def failed_students(self, assignment: str) -> set[str]:
+        """Students whose newest result had a kernel crash, time out or not run, or that the grader could not grade."""
+        return {r.student for r in self.latest(assignment)
+                if r.student is not None and (r.status == "error" or any(k.status in FAILED_STATUSES for k in r.kernels))}
+
+    def to_grade(self, assignment: str, roster: list[str], *, regrade: bool = False, only: set[str] | None = None,
+                 failed: bool = False) -> list[str]:
+        """The roster's students a batch grades now, in roster order.
+
+        Default: those without a stored result (so a stopped batch resumes). `regrade`: everyone;
+        `only`: the named students; `failed`: those whose newest result failed as FAILED_STATUSES says.
+        """
+        if only is not None:
+            return [s for s in roster if s in only]
+        if regrade:
+            return list(roster)
+        if failed:
+            chosen = self.failed_students(assignment)
+            return [s for s in roster if s in chosen]
+        done = self.graded_students(assignment)
+        return [s for s in roster if s not in done]
+
+    def check(self) -> None:
+        """Raise StoreError unless SQLite finds the file intact."""
+        try:
+            verdict = self._db.execute("PRAGMA integrity_check").fetchone()[0]
+        except sqlite3.DatabaseError as error:
+            verdict = str(error)
+        if verdict != "ok":
+            raise StoreError(f"store {self.path}: damaged ({verdict})")
 
     def close(self) -> None:
         self._db.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader.cli.options import add_grading_options, options_from
+from grader.cli.options import add_grading_options, add_report_options, options_from, write_reports
 from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
@@ -22,6 +22,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("path", nargs="?", type=Path, default=Path("."), help="your repository (default: .)")
     parser.add_argument("--assignment", "-a", default=None, help="assignment name (default: recognised from the files)")
     add_grading_options(parser)
+    add_report_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -31,6 +32,7 @@ def run(arguments: argparse.Namespace) -> int:
     terminal.render(result, Console(), arguments.verbose)
     if arguments.json:
         result.write(arguments.json)
+    write_reports(result, arguments)
     return 0 if all(k.status == "passed" for k in result.kernels) else 1
 
 

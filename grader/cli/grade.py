@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader.cli.options import add_grading_options, options_from
+from grader.cli.options import add_grading_options, add_report_options, options_from, write_reports
 from grader.pipeline import grade
 from grader.report import terminal
 from grader.spec import load_assignment
@@ -20,6 +20,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--secret-file", type=Path, default=None,
                         help="file holding the secret seed (default: $KERNEL_GRADER_SECRET)")
     add_grading_options(parser)
+    add_report_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -34,4 +35,5 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.json:
         result.write(arguments.json)
         console.print(f"result written to {arguments.json}")
+    write_reports(result, arguments)
     return 0

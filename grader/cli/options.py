@@ -7,13 +7,19 @@ from pathlib import Path
 
 from grader.cases import read_secret
 from grader.pipeline import Options, default_cache_dir
+from grader.sandbox import SANDBOX_NAMES
 
 
 def add_grading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", help="comma-separated kernel names to grade (default: all)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="builds, inputs and gold outputs (default: $KERNEL_GRADER_CACHE or ~/.cache/kernel-grader)")
-    parser.add_argument("--sandbox", default="local", help="where student code runs (default: local)")
+    parser.add_argument("--sandbox", default="local", choices=SANDBOX_NAMES,
+                        help="where student code runs: local (namespaces, bubblewrap), docker (the ci/Dockerfile "
+                             "image), process (no isolation) (default: local; see docs/sandbox.md)")
+    parser.add_argument("--sanitizer", action=argparse.BooleanOptionalAction, default=None,
+                        help="compute-sanitizer on one small case per CUDA kernel, as the spec asks "
+                             "(default: on for `grade`, off for `check`)")
     parser.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: all cores)")
     parser.add_argument("--cuda-arch", default=None, help="e.g. sm_90 (default: GPU 0's, else sm_90)")
     parser.add_argument("--json", type=Path, default=None, help="write the result as JSON to this file")
@@ -30,4 +36,23 @@ def options_from(arguments: argparse.Namespace, public_only: bool) -> Options:
         kernels=tuple(k.strip() for k in arguments.kernels.split(",")) if arguments.kernels else (),
         jobs=arguments.jobs,
         cuda_arch=arguments.cuda_arch,
+        sanitizer=arguments.sanitizer if getattr(arguments, "sanitizer", None) is not None else not public_only,
     )
+
+
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    """`--html`, `--markdown`, `--junit`: the reports `grade` and `check` write beside the terminal table."""
+    parser.add_argument("--html", type=Path, default=None, metavar="FILE", help="write a self-contained HTML report")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="FILE",
+                        help="write a Markdown report (e.g. $GITHUB_STEP_SUMMARY)")
+    parser.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                        help="write JUnit XML, one test case per kernel and case")
+
+
+def write_reports(result, arguments: argparse.Namespace) -> None:
+    """Write the reports that `add_report_options` asked for."""
+    from grader.report import html, junit, markdown
+
+    for module, path in ((html, arguments.html), (markdown, arguments.markdown), (junit, arguments.junit)):
+        if path is not None:
+            module.write(result, path)

@@ -1,0 +1,89 @@
+"""`grader export gradescope|gradescope-results|junit|gradebook`: results where other systems read them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from grader.cases import read_secret
+from grader.cli.report import load_result, stored_results
+from grader.spec import load_assignment
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("export", help="Gradescope autograder and results.json, JUnit XML, gradebook CSV")
+    kinds = parser.add_subparsers(dest="export", required=True, metavar="KIND")
+    zip_ = kinds.add_parser("gradescope", help="build the Gradescope autograder zip for an assignment")
+    zip_.add_argument("--assignment", "-a", required=True)
+    zip_.add_argument("--out", type=Path, required=True, help="folder for autograder-<assignment>.zip")
+    zip_.add_argument("--secret-file", type=Path, default=None,
+                      help="secret seed to put in the zip (default: $KERNEL_GRADER_SECRET; none: hidden cases "
+                           "use the public seed)")
+    zip_.add_argument("--sandbox", default="local",
+                      help="where student code runs inside Gradescope's container (default: local; "
+                           "`process` where the container allows no namespaces)")
+    zip_.set_defaults(run=run_gradescope_zip)
+    results = kinds.add_parser("gradescope-results", help="one result as Gradescope's results.json")
+    results.add_argument("--result", type=Path, required=True, help="a result written by `grader grade --json`")
+    results.add_argument("--out", type=Path, required=True, help="results.json to write")
+    results.add_argument("--log", type=Path, default=None,
+                         help="the grading log, shown (its end) when the result is missing because grading failed")
+    results.set_defaults(run=run_gradescope_results)
+    junit = kinds.add_parser("junit", help="one result as JUnit XML (one test case per kernel × case)")
+    junit.add_argument("result", type=Path)
+    junit.add_argument("--out", type=Path, required=True)
+    junit.set_defaults(run=run_junit)
+    book = kinds.add_parser("gradebook", help="a store's latest results as a gradebook CSV")
+    book.add_argument("--store", type=Path, required=True)
+    book.add_argument("--assignment", "-a", required=True)
+    book.add_argument("--out", type=Path, required=True)
+    book.set_defaults(run=run_gradebook)
+
+
+def run_gradescope_zip(arguments: argparse.Namespace) -> int:
+    from grader.report import gradescope
+
+    console = Console()
+    assignment = load_assignment(arguments.assignment)
+    secret = read_secret(arguments.secret_file)
+    if secret is None:
+        console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): hidden cases "
+                      "will use the public seed, so their outputs are predictable")
+    path = gradescope.build_autograder(assignment, arguments.out, secret, arguments.sandbox)
+    console.print(f"Gradescope autograder written to {path}")
+    return 0
+
+
+def run_gradescope_results(arguments: argparse.Namespace) -> int:
+    from grader.report import gradescope
+
+    if arguments.result.is_file():
+        document = gradescope.results_json(load_result(arguments.result))
+    else:
+        log = arguments.log.read_text(errors="replace") if arguments.log and arguments.log.is_file() else ""
+        tail = "\n".join(log.strip().splitlines()[-30:])
+        document = gradescope.failure_json("The autograder could not grade this submission.\n\n" + tail)
+    arguments.out.parent.mkdir(parents=True, exist_ok=True)
+    arguments.out.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
+    Console().print(f"results.json written to {arguments.out} (score {document['score']:g})")
+    return 0
+
+
+def run_junit(arguments: argparse.Namespace) -> int:
+    from grader.report import junit
+
+    junit.write(load_result(arguments.result), arguments.out)
+    Console().print(f"JUnit XML written to {arguments.out}")
+    return 0
+
+
+def run_gradebook(arguments: argparse.Namespace) -> int:
+    from grader.report import gradebook
+
+    results = stored_results(arguments.store, arguments.assignment)
+    gradebook.write(results, arguments.out)
+    Console().print(f"gradebook of {len(results)} students written to {arguments.out}")
+    return 0

@@ -1,0 +1,68 @@
+"""`grader report html|markdown RESULT.json --out FILE` and `grader report dashboard --store FILE ...`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from grader.errors import StoreError, SubmissionError
+from grader.results import Result
+from grader.store import Store
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("report", help="render stored results: per-submission HTML/Markdown, class dashboard")
+    kinds = parser.add_subparsers(dest="report", required=True, metavar="KIND")
+    for kind, what in (("html", "one self-contained HTML file"), ("markdown", "Markdown (CI summaries)")):
+        one = kinds.add_parser(kind, help=f"one result (a `--json` file) as {what}")
+        one.add_argument("result", type=Path, help="a result written by `grader grade/check --json`")
+        one.add_argument("--out", type=Path, required=True, help="the file to write")
+        one.set_defaults(run=run_one, kind=kind)
+    dashboard = kinds.add_parser("dashboard", help="the class dashboard and every student's report, from a store")
+    dashboard.add_argument("--store", type=Path, required=True, help="the results store (SQLite file)")
+    dashboard.add_argument("--assignment", "-a", required=True)
+    dashboard.add_argument("--out", type=Path, required=True, help="folder to write index.html and students/ into")
+    dashboard.set_defaults(run=run_dashboard)
+
+
+def load_result(path: Path) -> Result:
+    try:
+        return Result.from_json(path.read_text())
+    except OSError as error:
+        raise SubmissionError(f"{path}: cannot read the result ({error.strerror})") from None
+    except (ValueError, TypeError, KeyError) as error:
+        raise SubmissionError(f"{path}: not a result written by `grader --json` (bad or missing field: {error})") from None
+
+
+def stored_results(store_path: Path, assignment: str) -> list[Result]:
+    if not store_path.is_file():
+        raise StoreError(f"store {store_path}: no such file")
+    store = Store(store_path)
+    try:
+        results = store.latest(assignment)
+    finally:
+        store.close()
+    if not results:
+        raise StoreError(f"store {store_path}: no results for assignment '{assignment}'")
+    return results
+
+
+def run_one(arguments: argparse.Namespace) -> int:
+    from grader.report import html, markdown
+
+    result = load_result(arguments.result)
+    (html if arguments.kind == "html" else markdown).write(result, arguments.out)
+    Console().print(f"{arguments.kind} report written to {arguments.out}")
+    return 0
+
+
+def run_dashboard(arguments: argparse.Namespace) -> int:
+    from grader.report import dashboard
+
+    results = stored_results(arguments.store, arguments.assignment)
+    pages = dashboard.write(results, arguments.assignment, arguments.out)
+    Console().print(f"dashboard of {len(results)} students written to {arguments.out / 'index.html'} "
+                    f"({len(pages)} pages)")
+    return 0

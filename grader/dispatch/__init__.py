@@ -1,0 +1,64 @@
+"""Where a batch's submissions are graded: one small interface, one class per place.
+
+`local` grades on this machine (builds in parallel on the CPU cores, runs one at a time per GPU);
+`slurm` submits one job-array task per submission. The batch command calls `Executor.grade` and
+never asks which one it holds.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from grader.pipeline import Options
+from grader.results import Result
+from grader.spec import Assignment
+
+
+@dataclass(frozen=True)
+class Job:
+    """One roster row, fetched and pinned: what to grade, and what its lateness is measured against."""
+
+    index: int  # position in this batch, from 0
+    student: str
+    root: Path  # the work tree at the pinned commit
+    deadline: datetime.datetime | None = None  # the student's own, extensions included
+    submitted_at: datetime.datetime | None = None
+    pinned_by: str = ""
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "student": self.student, "root": str(self.root), "pinned_by": self.pinned_by,
+                "deadline": self.deadline.isoformat() if self.deadline else None,
+                "submitted_at": self.submitted_at.isoformat() if self.submitted_at else None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Job:
+        def when(text: str | None) -> datetime.datetime | None:
+            return datetime.datetime.fromisoformat(text) if text else None
+
+        return cls(data["index"], data["student"], Path(data["root"]), when(data["deadline"]),
+                   when(data["submitted_at"]), data.get("pinned_by", ""))
+
+
+# Called once per job as it finishes, in the thread that called `grade`, so that it may write the store.
+OnResult = Callable[[Job, Result], None]
+
+
+class Executor(Protocol):
+    name: str
+
+    def grade(self, jobs: list[Job], assignment: Assignment, options: Options, on_result: OnResult) -> None:
+        """Grade every job; a job the grader fails on still yields a result (status `error`)."""
+        ...
+
+
+def executor_named(name: str, **settings: object) -> Executor:
+    from grader.dispatch.local import LocalExecutor
+    from grader.dispatch.slurm import SlurmExecutor
+
+    executors = {"local": LocalExecutor, "slurm": SlurmExecutor}
+    if name not in executors:
+        raise ValueError(f"unknown executor {name!r} (have {', '.join(executors)})")
+    return executors[name](**settings)  # type: ignore[return-value]

@@ -1,0 +1,148 @@
+"""The class dashboard: one folder of self-contained HTML pages built from the store's latest results.
+
+`index.html` holds the score histogram, per-kernel pass rates, the most common failure messages,
+statuses and the table of students; the table sorts without JavaScript because each column header
+links to the same page rendered in that column's order (`by-<column>.html`). Each student's own
+report is written beside it, under `students/`.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.report import html
+from grader.report.render import environment
+from grader.results import Result
+
+BINS = 10  # score histogram: tenths of the maximum
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    numeric: bool
+
+
+def student_file(result: Result) -> str:
+    """The student's report's file name, safe on every file system."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", result.student or "anonymous").strip("._") or "anonymous"
+    return f"students/{name}.html"
+
+
+def write(results: list[Result], assignment: str, out_dir: Path) -> list[Path]:
+    """Render the dashboard and every student's report into out_dir; returns the pages written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for result in results:
+        if result.status == "graded":
+            path = out_dir / student_file(result)
+            html.write(result, path)
+            written.append(path)
+    summary = summarise(results, assignment)
+    template = environment(autoescape=True).get_template("dashboard.html.j2")
+    for column in summary["columns"]:
+        page = out_dir / page_name(column.key)
+        rows = sorted(summary["rows"], key=lambda row: _sort_key(row, column))
+        page.write_text(template.render(summary, rows=rows, sorted_by=column.key, page_name=page_name),
+                        encoding="utf-8")
+        written.append(page)
+    return written
+
+
+def page_name(key: str) -> str:
+    return "index.html" if key == "student" else f"by-{key}.html"
+
+
+def summarise(results: list[Result], assignment: str) -> dict:
+    """Every figure the dashboard shows, computed from the results alone."""
+    graded = [r for r in results if r.status == "graded"]
+    kernels: list[str] = []
+    for result in graded:
+        kernels += [k.name for k in result.kernels if k.name not in kernels]
+    max_score = max((r.max_score for r in results), default=0.0)
+    histogram = [0] * BINS
+    for result in graded:
+        fraction = result.score / result.max_score if result.max_score else 0.0
+        histogram[min(BINS - 1, int(fraction * BINS))] += 1
+    pass_rates = []
+    for name in kernels:
+        entries = [k for r in graded for k in r.kernels if k.name == name]
+        statuses = collections.Counter(k.status for k in entries)
+        pass_rates.append({"kernel": name, "passed": statuses["passed"], "total": len(entries),
+                           "rate": statuses["passed"] / len(entries) if entries else 0.0,
+                           "statuses": dict(sorted(statuses.items()))})
+    failures: collections.Counter = collections.Counter()
+    example: dict = {}
+    for result in graded:
+        for kernel in result.kernels:
+            if kernel.status != "passed":
+                key = (kernel.name, kernel.status, failure_pattern(kernel))
+                failures[key] += 1
+                example.setdefault(key, [])
+                example[key].append(result.student or "?")
+    statuses = collections.Counter(r.status for r in results)
+    kernel_statuses = collections.Counter(k.status for r in graded for k in r.kernels)
+    status_counts = [("graded", statuses["graded"]), ("not submitted", statuses["not_submitted"]),
+                     ("grader error", statuses["error"]),
+                     ("late", sum(1 for r in results if r.late and r.late.days_late > 0)),
+                     ("compile errors", kernel_statuses["compile_error"]), ("crashed", kernel_statuses["crashed"]),
+                     ("timeouts", kernel_statuses["timeout"])]
+    rows = [_row(r, kernels) for r in results]
+    scores = sorted(r.score for r in graded)
+    columns = [Column("student", "student", False), Column("status", "status", False),
+               Column("score", "score", True), *(Column(f"kernel-{n}", n, True) for n in kernels),
+               Column("late", "late days", True), Column("commit", "commit", False)]
+    return {
+        "assignment": assignment, "title": next((r.title for r in results), assignment),
+        "results": results, "kernels": kernels, "max_score": max_score, "histogram": histogram,
+        "bin_labels": [f"{100 * i // BINS}–{100 * (i + 1) // BINS}%" for i in range(BINS)],
+        "pass_rates": pass_rates, "status_counts": status_counts, "rows": rows, "columns": columns,
+        "failures": [{"kernel": k, "status": s, "message": m, "count": n, "students": example[(k, s, m)]}
+                     for (k, s, m), n in failures.most_common(10)],
+        "mean": sum(scores) / len(scores) if scores else None,
+        "median": (scores[len(scores) // 2] if len(scores) % 2 else (scores[len(scores) // 2 - 1] + scores[len(scores) // 2]) / 2)
+        if scores else None,
+        "graded_at": max((r.graded_at for r in results), default=""),
+    }
+
+
+def failure_pattern(kernel) -> str:
+    """A failure message with its figures masked, so that one bug in many submissions counts once."""
+    if kernel.status == "compile_error":
+        lines = [line for line in kernel.message.splitlines() if "error" in line]
+        text = lines[0] if lines else kernel.message
+        text = re.sub(r"^\S*?([^/\s]+:\d+:\d+:)", r"\1", text)  # drop the student's own path
+    else:
+        failed = next((c for c in kernel.cases if not c.passed and c.status != "not_run"), None)
+        text = failed.message if failed else kernel.message
+    text = re.sub(r"\[[\d, ]+\]", "[…]", text)
+    text = re.sub(r"(?<![A-Za-z_])[-+]?\d[\d,]*(\.\d+)?(e[-+]?\d+)?", "N", text)
+    return text.strip()[:240]
+
+
+def _row(result: Result, kernels: list[str]) -> dict:
+    scored = {k.name: k for k in result.kernels}
+    return {
+        "student": result.student or result.submission.path, "status": result.status, "score": result.score,
+        "max_score": result.max_score, "late": result.late.days_late if result.late else 0.0,
+        "penalty": result.late.points_deducted if result.late else 0.0,
+        "commit": (result.submission.commit or "")[:10],
+        "kernels": {n: scored.get(n) for n in kernels},
+        "link": student_file(result) if result.status == "graded" else None,
+        "message": result.message,
+    }
+
+
+def _sort_key(row: dict, column: Column):
+    if column.key.startswith("kernel-"):
+        kernel = row["kernels"].get(column.key[len("kernel-"):])
+        return (-(kernel.score if kernel else -1), row["student"])
+    if column.key == "score":
+        return (-row["score"], row["student"])
+    if column.key == "late":
+        return (-row["late"], row["student"])
+    return (str(row[column.key]), row["student"])

@@ -1,0 +1,49 @@
+"""The gradebook CSV an LMS imports: one row per student, the total first, then the breakdown.
+
+Columns: student_id, total, max_score, one `<kernel>` column per kernel, late_days, late_penalty,
+raw_score, status, commit, graded_at. Plain UTF-8, comma-separated, a header row, numbers without
+units: the shape Canvas, Moodle and Blackboard imports take (map student_id to the LMS's id column).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from grader.results import Result
+
+
+def columns(results: list[Result]) -> list[str]:
+    kernels: list[str] = []
+    for result in results:
+        kernels += [k.name for k in result.kernels if k.name not in kernels]
+    return ["student_id", "total", "max_score", *kernels, "late_days", "late_penalty", "raw_score", "status",
+            "commit", "graded_at"]
+
+
+def render(results: list[Result]) -> str:
+    header = columns(results)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    for result in results:
+        row = {"student_id": result.student or result.submission.path, "total": _points(result.score),
+               "max_score": _points(result.max_score),
+               "late_days": _points(result.late.days_late) if result.late else 0,
+               "late_penalty": _points(result.late.points_deducted) if result.late else 0,
+               "raw_score": _points(result.raw_score if result.raw_score is not None else result.score),
+               "status": result.status, "commit": result.submission.commit or "", "graded_at": result.graded_at}
+        scored = {k.name: _points(k.score) for k in result.kernels}
+        row.update({name: scored.get(name, 0) for name in header if name not in row})
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def write(results: list[Result], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(results), encoding="utf-8")
+
+
+def _points(value: float) -> str:
+    return f"{round(value, 4):g}"

@@ -1,0 +1,155 @@
+"""Gradescope: `results.json` to the autograder specification, and the autograder zip that writes it.
+
+One Gradescope test per kernel × case. Public cases are visible; hidden cases are visible only after
+the due date ("after_due_date"), so their names, scores and messages don't leak before it. The
+top-level output speaks of public cases only, for the same reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import zipfile
+from pathlib import Path
+
+from grader.report.hints import case_hints, kernel_hints
+from grader.report.render import environment
+from grader.results import KernelResult, Result
+from grader.spec import PROJECT_ROOT, Assignment
+
+PUBLIC, HIDDEN = "visible", "after_due_date"
+# What the zip carries of this repository: the grader itself and the one assignment's pack.
+PACKAGE_FILES = ("pyproject.toml", "README.md")
+PACK_FOLDERS = ("assignments", "reference", "student_template")
+
+
+def results_json(result: Result) -> dict:
+    """The whole results.json object for one graded submission."""
+    tests = [test for kernel in result.kernels for test in _kernel_tests(kernel)]
+    if result.late and result.late.points_deducted:
+        tests.append({"name": "late penalty", "score": -result.late.points_deducted, "max_score": 0.0,
+                      "status": "failed", "output": f"{result.late.days_late:g} days late (deadline "
+                      f"{result.late.deadline}): −{result.late.points_deducted:g} points", "output_format": "text",
+                      "tags": ["late"], "visibility": PUBLIC})
+    document = {
+        "score": round(result.score, 6),
+        "execution_time": max(0, round(result.stages.get("total", 0.0))),
+        "output": _summary(result),
+        "output_format": "md",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",  # the grader's log is for staff
+        "tests": tests,
+    }
+    leaderboard = _leaderboard(result)
+    if leaderboard:
+        document["leaderboard"] = leaderboard
+    return document
+
+
+def failure_json(message: str) -> dict:
+    """results.json when the grader could not grade at all (missing files, a broken upload): 0 with why."""
+    return {"score": 0.0, "execution_time": 0, "output": message, "output_format": "text", "visibility": "visible",
+            "stdout_visibility": "hidden", "tests": []}
+
+
+def _kernel_tests(kernel: KernelResult) -> list[dict]:
+    share = kernel.max_score / len(kernel.cases) if kernel.cases else kernel.max_score
+    # Points earned are spread over the passed cases so that the tests add up to the kernel's score
+    # (a crash, all-or-nothing credit or a deduction lowers every passed case alike).
+    earned = kernel.score / kernel.cases_passed if kernel.cases_passed else 0.0
+    first_failed = next((c for c in kernel.cases if not c.passed), None)
+    tests = []
+    for index, case in enumerate(kernel.cases):
+        lines = [case.message]
+        if kernel.status == "compile_error" and index == 0:
+            lines = ["compile error:", kernel.message]
+        elif kernel.status in ("crashed", "timeout") and case.passed:
+            lines.append(f"(scores 0: {kernel.message})")
+        findings = getattr(kernel, "sanitizer", None) or []
+        if findings and index == 0:
+            lines += ["compute-sanitizer findings:", *findings]
+        hints = case_hints(case) + (kernel_hints(kernel) if case is first_failed else [])
+        lines += [f"Hint: {hint}" for hint in hints]
+        tests.append({
+            "name": f"{kernel.name} / {case.name}",
+            "number": f"{kernel.name}.{index + 1}",
+            "score": round(earned if case.passed else 0.0, 6),
+            "max_score": round(share, 6),
+            "status": "passed" if case.passed else "failed",
+            "output": "\n".join(lines),
+            "output_format": "text",
+            "tags": [kernel.name, "public" if case.public else "hidden", case.status],
+            "visibility": PUBLIC if case.public else HIDDEN,
+        })
+    return tests
+
+
+def _summary(result: Result) -> str:
+    lines = [f"**{result.title}**", ""]
+    for kernel in result.kernels:
+        public = [c for c in kernel.cases if c.public]
+        passed = sum(c.passed for c in public)
+        status = "compile error" if kernel.status == "compile_error" else f"{passed}/{len(public)} public cases passed"
+        lines.append(f"- `{kernel.name}` ({kernel.max_score:g} point{'' if kernel.max_score == 1 else 's'}): {status}")
+    if any(not c.public for k in result.kernels for c in k.cases):
+        lines += ["", "Hidden cases are graded too; their results appear after the due date."]
+    if result.late and result.late.days_late:
+        lines += ["", f"Submitted {result.late.days_late:g} days late: −{result.late.points_deducted:g} points."]
+    return "\n".join(lines)
+
+
+def _leaderboard(result: Result) -> list[dict]:
+    board = []
+    for kernel in result.kernels:
+        timed = [c for c in kernel.cases if c.passed and (c.device_ms or c.wall_ms) is not None]
+        if kernel.status == "passed" and timed:
+            largest = max(timed, key=lambda c: c.elements or 0)
+            value = largest.device_ms if largest.device_ms is not None else largest.wall_ms
+            board.append({"name": f"{kernel.name} ms ({largest.name})", "value": round(value, 4), "order": "asc"})
+    return board
+
+
+def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None = None,
+                     sandbox: str = "local") -> Path:
+    """Write `autograder-<name>.zip` (setup.sh, run_autograder, the grader, the pack) to out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    zip_path = out_dir / f"autograder-{assignment.name}.zip"
+    context = {"assignment": assignment, "sources": sorted({s for k in assignment.kernels for s in k.sources}),
+               "has_secret": secret is not None, "sandbox": sandbox}
+    templates = environment(autoescape=False)
+    executable = stat.S_IFREG | 0o755
+    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in ("setup.sh", "run_autograder"):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = executable << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, templates.get_template(f"gradescope/{name}.j2").render(context))
+        if secret is not None:
+            archive.writestr("secret", secret + "\n")
+        for path in _grader_files(assignment):
+            info = zipfile.ZipInfo.from_file(path, f"kernel-grader/{path.relative_to(PROJECT_ROOT).as_posix()}")
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+    return zip_path
+
+
+def unpack(zip_path: Path, source_dir: Path) -> None:
+    """Extract as Gradescope does into /autograder/source, keeping the executable bits."""
+    with zipfile.ZipFile(zip_path) as archive:
+        for info in archive.infolist():
+            target = source_dir / info.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as member, open(target, "wb") as out:
+                shutil.copyfileobj(member, out)
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                target.chmod(mode)
+
+
+def _grader_files(assignment: Assignment) -> list[Path]:
+    files = [PROJECT_ROOT / name for name in PACKAGE_FILES if (PROJECT_ROOT / name).is_file()]
+    roots = [PROJECT_ROOT / "grader"] + [PROJECT_ROOT / folder / assignment.name for folder in PACK_FOLDERS]
+    for root in roots:
+        files += [p for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+                  and p.suffix not in (".pyc", ".so", ".o")]
+    return files

@@ -1,0 +1,101 @@
+"""Hints for recognisable failure patterns, computed from what a `Result` holds and nothing else.
+
+A hint names the pattern and where to look; it never guesses when the figures don't show it.
+"""
+
+from __future__ import annotations
+
+from grader.results import CaseResult, KernelResult
+
+
+def case_hints(case: CaseResult) -> list[str]:
+    """Short hints for one failed case, most telling first; [] for a pass or an unrecognised failure."""
+    if case.passed:
+        return []
+    if case.status == "timeout":
+        return ["The call did not return within the time limit: look for a loop whose bound or step never lets it end."]
+    if case.status == "crashed":
+        text = case.message
+        if "SIGSEGV" in text or "SIGBUS" in text:
+            return ["The kernel touched memory it does not own: an index past the end of a buffer, "
+                    "or a write through a null pointer."]
+        if "SIGABRT" in text or "abort" in text:
+            return ["The process aborted (an assert, abort() or an uncaught exception), "
+                    "possibly while the library was being loaded."]
+        return []
+    if case.status != "failed":
+        return []
+    hints = []
+    elements, wrong = case.elements or 0, case.mismatches or 0
+    unwritten = case.never_written or 0
+    if elements and unwritten == elements:
+        return ["Nothing was written to the output: the kernel body may still be a TODO, "
+                "or it writes somewhere other than the output pointer."]
+    last_row = _last_rows_unwritten(case)
+    if last_row is not None:
+        hints.append(f"Only the last row (row {last_row}) was never written: a loop bound that stops one short, "
+                     "like i < N - 1 where i < N is meant.")
+    elif unwritten:
+        where = f" (the first at {case.first_mismatch.index})" if _first_is_unwritten(case) else ""
+        hints.append(f"{unwritten:,} of {elements:,} output elements were never written{where}: a loop bound "
+                     "that stops one short (< N-1), or a tail that no tile covers.")
+    if case.transposed:
+        hints.append("The output equals the expected result with rows and columns swapped: "
+                     "it was stored (or an operand read) in the other order, [j][i] instead of [i][j].")
+    if case.row_shift:
+        direction = "down" if case.row_shift > 0 else "up"
+        hints.append(f"The output equals the expected result moved {direction} by one row: "
+                     "an off-by-one in the row index.")
+    if case.nonfinite:
+        hints.append(f"{case.nonfinite:,} elements are NaN or Inf where the expected value is finite: "
+                     "a division by zero (a sum or a count that is 0) or exp() of an unbounded score; "
+                     "subtract the row maximum before exp and check what you divide by.")
+    if case.zeros and wrong and case.zeros >= wrong - unwritten > 0:
+        hints.append("Every wrong element is exactly 0: the result is computed but not stored, "
+                     "or stored before it is accumulated.")
+    return hints
+
+
+def kernel_hints(kernel: KernelResult) -> list[str]:
+    """Hints that need every case of a kernel: right only for small sizes, compile errors."""
+    if kernel.status == "compile_error":
+        return ["It did not compile: fix the first error the compiler names (file:line below); "
+                "later errors often follow from it."]
+    compared = [c for c in kernel.cases if c.status in ("passed", "failed")]
+    passed = [c for c in compared if c.passed]
+    failed = [c for c in compared if not c.passed]
+    if not passed or not failed:
+        return []
+    for size, name in _sizes(compared):
+        if max(size(c) for c in passed) < min(size(c) for c in failed):
+            largest = max(passed, key=size)
+            return [f"Right only for small sizes: every case with {name} up to {size(largest):,} "
+                    f"('{largest.name}') passes and every larger one fails. Look at what only larger inputs "
+                    "exercise: strides and index order (a transposed read is invisible when a size is 1), more "
+                    "than one tile or block, partial tiles, state carried from one tile to the next."]
+    return []
+
+
+def _sizes(cases: list[CaseResult]):
+    """Ways to measure a case's size that every case has: its element count, then each parameter."""
+    names = set.intersection(*(set(c.params or {}) for c in cases)) if cases else set()
+    for name in sorted(names):
+        yield (lambda c, n=name: c.params[n]), name
+    if all(c.elements for c in cases):
+        yield (lambda c: c.elements), "elements"
+
+
+def _first_is_unwritten(case: CaseResult) -> bool:
+    got = case.first_mismatch.got if case.first_mismatch else 0.0
+    return case.first_mismatch is not None and (got is None or got != got)  # NaN: still the poison
+
+
+def _last_rows_unwritten(case: CaseResult) -> int | None:
+    """The last row's index when exactly the last row of a 2-D output holds the poison, else None."""
+    if not (case.never_written and case.elements and _first_is_unwritten(case)):
+        return None
+    index = case.first_mismatch.index
+    if len(index) != 2 or index[1] != 0:
+        return None
+    rows = index[0] + 1
+    return index[0] if case.never_written * rows == case.elements else None

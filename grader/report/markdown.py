@@ -1,0 +1,17 @@
+"""One submission's report in GitHub-flavoured Markdown, for CI job summaries and merge requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader.report.render import context, environment
+from grader.results import Result
+
+
+def render(result: Result) -> str:
+    return environment(autoescape=False).get_template("report.md.j2").render(context(result))
+
+
+def write(result: Result, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(result), encoding="utf-8")

@@ -1,0 +1,88 @@
+"""The local sandbox's fallback where bubblewrap is missing (root only): `unshare` + this helper.
+
+    unshare --mount --net --pid --ipc --uts --fork --kill-child python .../mountns.py SPEC_JSON -- COMMAND...
+
+Runs as root, first in the new namespaces: builds a root of tmpfs with the same binds bubblewrap
+would make (read-only but for the writable ones), a fresh /proc, a minimal /dev, brings up the
+loopback interface, chroots into it and execs COMMAND (which drops to nobody with setpriv).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import socket
+import struct
+import sys
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+NEW_ROOT = "/mnt"  # any existing folder: the tmpfs mounted on it exists only in this mount namespace
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
+    if _libc.mount(source and source.encode(), target.encode(), kind and kind.encode(), flags,
+                   data and data.encode()) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"mount {source} on {target}: {os.strerror(error)}")
+
+
+def _place(source: str, target: str) -> None:
+    """An empty folder or file at `target` to mount `source` over."""
+    if os.path.isdir(source):
+        os.makedirs(target, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        if not os.path.exists(target):
+            open(target, "w").close()
+
+
+def _bind(source: str, target: str, read_only: bool) -> None:
+    _place(source, target)
+    _mount(source, target, None, MS_BIND | MS_REC)
+    if read_only:
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+
+
+def _loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sh", b"lo", 0)
+        flags = struct.unpack("16sh", fcntl.ioctl(s, 0x8913, request))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[1])
+    command = argv[argv.index("--") + 1:]
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    for link, target in spec["symlinks"]:
+        os.symlink(target, NEW_ROOT + link)
+    for source, read_only in spec["binds"]:
+        if os.path.exists(source):
+            _bind(source, NEW_ROOT + source, read_only)
+    os.makedirs(NEW_ROOT + "/proc", exist_ok=True)
+    _mount("proc", NEW_ROOT + "/proc", "proc", MS_NOSUID | MS_NODEV)
+    os.makedirs(NEW_ROOT + "/dev", exist_ok=True)
+    _mount("tmpfs", NEW_ROOT + "/dev", "tmpfs", MS_NOSUID, "mode=0755")
+    for device in [f"/dev/{d}" for d in DEVICES] + spec["devices"]:
+        if os.path.exists(device):
+            _bind(device, NEW_ROOT + device, False)
+    for folder in ("/dev/shm", "/tmp", "/run"):
+        os.makedirs(NEW_ROOT + folder, exist_ok=True)
+        _mount("tmpfs", NEW_ROOT + folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for source in spec["writable"]:
+        _bind(source, NEW_ROOT + source, False)
+    _loopback_up()
+    os.chroot(NEW_ROOT)
+    os.chdir(spec["cwd"])
+    os.execvp(command[0], command)
+    return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

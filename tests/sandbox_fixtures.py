@@ -1,0 +1,79 @@
+"""Real sandboxes for the tests: the namespace backend, and a Docker daemon (started by ci/setup/docker.sh)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from grader.errors import GraderError
+from grader.spec import PROJECT_ROOT
+
+SETUP = PROJECT_ROOT / "ci" / "setup" / "docker.sh"
+
+
+def docker_unavailable_reason() -> str | None:
+    """None if the docker sandbox can run here; else why not (after trying ci/setup/docker.sh once, as root)."""
+    from grader.sandbox.docker import DEFAULT_IMAGE, docker_client
+
+    def ready() -> str | None:
+        try:
+            client = docker_client()
+            client.images.get(os.environ.get("KERNEL_GRADER_IMAGE", DEFAULT_IMAGE))
+            return None
+        except GraderError as error:
+            return str(error)
+        except Exception as error:  # the image is missing
+            return f"the grading image is missing ({error})"
+
+    reason = ready()
+    if reason is None or os.geteuid() != 0 or not SETUP.is_file():
+        return reason
+    completed = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=1200)
+    if completed.returncode != 0:
+        return f"{SETUP} failed: {(completed.stdout + completed.stderr).strip()[-500:]}"
+    return ready()
+
+
+@pytest.fixture(scope="session")
+def docker_ready() -> None:
+    reason = docker_unavailable_reason()
+    if reason:
+        pytest.skip(f"the docker sandbox can't run here: {reason}")
+
+
+def sandbox_processes(marker: str) -> list[str]:
+    """Processes of the sandbox's user (nobody) still alive whose command line holds `marker`."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == 65534:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if marker in command:
+                    alive.append(f"{entry.name}: {command}")
+        except OSError:
+            continue
+    return alive
+
+
+@pytest.fixture(params=["local", "docker"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each sandbox backend by name; docker skips, with the reason, where no daemon can run."""
+    if request.param == "docker":
+        request.getfixturevalue("docker_ready")
+    return request.param
+
+
+def orphaned_harnesses() -> list[str]:
+    """Harness processes (and whatever they forked) still alive although their run's folder is gone."""
+    orphans = []
+    for line in sandbox_processes("grader.harness"):
+        words = line.split()
+        plan = next((w for w in words if w.endswith("plan.json")), None)
+        if plan is not None and not Path(plan).exists():
+            orphans.append(line)
+    return orphans

@@ -1,0 +1,27 @@
+// Attack (attack-gelu-small-oob-write): a bound of N + 32 writes just past the buffer's end, where
+// no crash happens; only compute-sanitizer sees it.
+#ifndef GELU_CUH
+#define GELU_CUH
+
+#include "../utils/cuda_utils.cuh"
+
+__global__ void gelu_forward_kernel(float* out, const float* inp, int N) {
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) {
+        float x = inp[i];
+        float cube = 0.044715f * x * x * x;
+        out[i] = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + cube)));
+    } else if (i < N + 32) {
+        out[i] = 0.0f;  // out of bounds
+    }
+}
+
+void gelu_forward(float* out, const float* inp, int N) {
+    if (N <= 0) return;
+    const int block_size = 256;
+    gelu_forward_kernel<<<CEIL_DIV(N + 32, block_size), block_size>>>(out, inp, N);
+    cudaCheck(cudaGetLastError());
+}
+
+#endif  // GELU_CUH

@@ -1,0 +1,109 @@
+"""The attacker's GPU corpus (tests/submissions/gpt2-m1/attack-*) and compute-sanitizer, on a real GPU.
+
+Marked `gpu`: skipped with the reason where there is no CUDA device and CuPy. The local
+(namespace) backend must work with the GPU visible; docker runs where the daemon has the NVIDIA
+runtime and `$KERNEL_GRADER_IMAGE` is the CUDA image (`ci/Dockerfile` with its default base).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from grader.samples import variants
+from grader.sanitizer import sanitizer_binary
+from grader.spec import Assignment, load_assignment
+
+from conftest import grade_variant, with_time_limit
+from sandbox_fixtures import docker_unavailable_reason
+
+pytestmark = pytest.mark.gpu
+
+ATTACKS = {v.name: v for v in variants(load_assignment("gpt2-m1")) if v.name.startswith("attack-")}
+SECRET = "correct-horse-battery-staple"
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> Assignment:
+    return with_time_limit(load_assignment("gpt2-m1"), 20.0)
+
+
+@pytest.fixture
+def host_listener():
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Another test run on this machine may hold the port too: each listener still sees its own knocks.
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    server.bind(("127.0.0.1", 47321))
+    server.listen()
+    server.settimeout(0.1)
+    accepted: list = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield accepted
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def _backends() -> list:
+    return ["local", pytest.param("docker", marks=pytest.mark.skipif(
+        os.environ.get("KERNEL_GRADER_GPU_DOCKER") != "1",
+        reason="set KERNEL_GRADER_GPU_DOCKER=1 where dockerd has the NVIDIA runtime and the CUDA image is built"))]
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_gpu_attack_is_contained(name: str, backend: str, gpt2: Assignment, tmp_path: Path, cache_dir: Path,
+                                 host_listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend == "docker" and (reason := docker_unavailable_reason()):
+        pytest.skip(reason)
+    monkeypatch.setenv("KERNEL_GRADER_SECRET", SECRET)
+    variant = ATTACKS[name]
+    result = grade_variant(gpt2, variant, tmp_path, cache_dir, sandbox=backend, secret=SECRET)
+    by_name = {k.name: k for k in result.kernels}
+    assert by_name[variant.kernel].status == variant.expect, by_name[variant.kernel].message
+    for kernel_name, kernel in by_name.items():
+        if kernel_name != variant.kernel:
+            assert kernel.status == "passed" and kernel.score == kernel.max_score, (kernel_name, kernel.message)
+    assert "ATTACK SUCCEEDED" not in result.to_json() and SECRET not in result.to_json()
+    assert host_listener == []
+    if name == "attack-residual-mutates-inputs":
+        assert "wrote into its input(s) inp1" in by_name["residual"].message
+    if name == "attack-gelu-device-memory-hog":
+        assert "case '" in by_name["gelu"].message
+
+
+def test_memcheck_finds_the_write_past_the_end_and_deducts(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    if sanitizer_binary() is None:
+        pytest.skip("compute-sanitizer is not installed")
+    result = grade_variant(gpt2, ATTACKS["attack-gelu-small-oob-write"], tmp_path, cache_dir, sanitizer=True,
+                           kernels=("gelu", "residual"))
+    gelu = next(k for k in result.kernels if k.name == "gelu")
+    assert gelu.status == "failed" and gelu.score == gelu.max_score * 0.5, gelu.message
+    assert any("Invalid __global__ write" in line for line in gelu.sanitizer), gelu.sanitizer
+    residual = next(k for k in result.kernels if k.name == "residual")
+    assert residual.status == "passed" and residual.sanitizer == []
+
+
+def test_reference_is_clean_under_every_sanitizer_tool_the_spec_asks(gpt2: Assignment, tmp_path: Path,
+                                                                      cache_dir: Path) -> None:
+    if sanitizer_binary() is None:
+        pytest.skip("compute-sanitizer is not installed")
+    result = grade_variant(gpt2, None, tmp_path, cache_dir, sanitizer=True)
+    for kernel in result.kernels:
+        assert kernel.status == "passed" and kernel.sanitizer == [], (kernel.name, kernel.sanitizer)
+    assert "sanitizer" in result.stages

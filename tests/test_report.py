@@ -1,0 +1,195 @@
+"""Per-submission reports (HTML, Markdown) and their hints, on real graded samples."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.cli import main
+from grader.compare import compare
+from grader.report import html, markdown
+from grader.report.hints import case_hints, kernel_hints
+from grader.results import CaseResult, KernelResult, Mismatch, Result
+from grader.spec import Tolerance, load_assignment
+
+from report_fixtures import class_results  # noqa: F401  (a fixture)
+
+TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3)
+
+
+def kernel(result: Result, name: str) -> KernelResult:
+    return next(k for k in result.kernels if k.name == name)
+
+
+# ---------------------------------------------------------------- compare's pattern figures
+
+
+def gold(rows: int = 6, columns: int = 4) -> np.ndarray:
+    return np.random.default_rng(0).uniform(0.5, 1.5, (rows, columns)).astype(np.float32)
+
+
+def test_compare_recognises_an_output_stored_transposed() -> None:
+    g = gold()
+    verdict = compare({"O": np.ascontiguousarray(g.T).reshape(g.shape)}, {"O": g}, TOLERANCE)
+    assert not verdict.passed and verdict.transposed is True and verdict.row_shift is None
+
+
+def test_compare_recognises_an_output_one_row_down() -> None:
+    g = gold()
+    shifted = np.full_like(g, 7.0)
+    shifted[1:] = g[:-1]
+    verdict = compare({"O": shifted}, {"O": g}, TOLERANCE)
+    assert verdict.row_shift == 1 and verdict.transposed is False
+
+
+def test_compare_counts_computed_nan_apart_from_poison_and_zeros() -> None:
+    g = gold()
+    y = g.copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y[0, :2] = np.float32(0) / np.float32(0)  # a computed NaN, not the poison's bit pattern
+    y[1, :] = 0
+    verdict = compare({"O": y}, {"O": g}, TOLERANCE)
+    assert verdict.nonfinite == 2 and verdict.zeros == 4 and verdict.never_written == 0
+
+
+def test_a_right_answer_has_no_pattern_figures() -> None:
+    g = gold()
+    verdict = compare({"O": g.copy()}, {"O": g}, TOLERANCE)
+    assert verdict.passed and verdict.transposed is None and verdict.nonfinite is None
+
+
+# ---------------------------------------------------------------- hints
+
+
+def failed_case(**figures) -> CaseResult:
+    base = dict(name="c", public=True, status="failed", passed=False, message="O: wrong", elements=24, mismatches=24,
+                never_written=0)
+    return CaseResult(**{**base, **figures})
+
+
+@pytest.mark.parametrize("figures, words", [
+    (dict(never_written=24), "Nothing was written"),
+    (dict(transposed=True), "rows and columns swapped"),
+    (dict(row_shift=1), "moved down by one row"),
+    (dict(row_shift=-1), "moved up by one row"),
+    (dict(nonfinite=3), "division by zero"),
+    (dict(zeros=24), "exactly 0"),
+    (dict(never_written=4, mismatches=4, first_mismatch=Mismatch("O", [5, 0], 1.0, None)), "last row (row 5)"),
+], ids=["never-written", "transposed", "row-down", "row-up", "nan", "zeros", "last-row"])
+def test_each_recognisable_pattern_gets_its_hint(figures: dict, words: str) -> None:
+    hints = case_hints(failed_case(**figures))
+    assert any(words in h for h in hints), hints
+
+
+def test_an_unrecognised_failure_gets_no_hint() -> None:
+    assert case_hints(failed_case(zeros=0, nonfinite=0, transposed=False)) == []
+
+
+def test_right_only_for_small_sizes_compares_the_case_sizes() -> None:
+    def case(name: str, n: int, passed: bool) -> CaseResult:
+        return dataclasses.replace(failed_case(name=name, elements=16 * n, params={"N": n, "d": 16}),
+                                   passed=passed, status="passed" if passed else "failed")
+
+    small_only = KernelResult("k", 0.4, 1, "failed", "", [case("a", 1, True), case("b", 8, True), case("c", 37, False)])
+    assert "N up to 8 ('b')" in kernel_hints(small_only)[0]
+    mixed = KernelResult("k", 0.4, 1, "failed", "", [case("a", 1, True), case("b", 8, False), case("c", 37, True)])
+    assert kernel_hints(mixed) == []
+
+
+# ---------------------------------------------------------------- the reports, on real results
+
+
+def test_html_report_is_one_self_contained_file(class_results: dict[str, Result]) -> None:
+    for result in class_results.values():
+        if result.status != "graded":
+            continue
+        page = html.render(result)
+        assert page.startswith("<!DOCTYPE html>") and "<style>" in page and "<svg" in page
+        assert "<script" not in page.lower()
+        # Nothing fetched from anywhere: no external stylesheet, image, font or script.
+        assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+        assert re.search(r"<link\b", page) is None
+
+
+def test_html_report_explains_a_never_written_last_row(class_results: dict[str, Result]) -> None:
+    page = html.render(class_results["chen"])
+    assert "2 / 3" in page
+    assert "Only the last row (row 36) was never written" in page
+    assert "index <code>[36, 0]</code>" in page and "never written (NaN poison)" in page
+    assert "N=37, d=24" in page  # the case's sizes
+
+
+def test_html_escapes_what_comes_from_the_submission(class_results: dict[str, Result]) -> None:
+    result = class_results["emil"]
+    evil = dataclasses.replace(kernel(result, "standard_attention"), message="<script>alert(1)</script>")
+    page = html.render(dataclasses.replace(result, kernels=[evil, *result.kernels[1:]]))
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_markdown_report_shows_the_breakdown_and_the_compiler_error(class_results: dict[str, Result]) -> None:
+    text = markdown.render(class_results["emil"])
+    assert "| `standard_attention` | compile error | 1 | 0/5 | none | 0/1 |" in text
+    assert "src/standard_attention.cpp:12:" in text and "```text" in text
+    assert "| `flash_attention` | passed | 2 | 6/6 |" in text
+
+
+def test_markdown_report_hints_right_only_for_small_sizes(class_results: dict[str, Result]) -> None:
+    text = markdown.render(class_results["gus"])
+    assert "Right only for small sizes: every case with N up to 1 ('one-row')" in text
+    assert "`odd-sizes` (N=37, d=24) | public | failed |" in text
+
+
+def test_markdown_report_shows_the_late_penalty(class_results: dict[str, Result]) -> None:
+    late = markdown.render(class_results["hana"])
+    assert "2 days late" in late and "| late penalty |" in late and "−0.6" in late
+    assert "late penalty" not in markdown.render(class_results["ada"])
+
+
+def test_markdown_tables_keep_one_row_per_line(class_results: dict[str, Result]) -> None:
+    for result in class_results.values():
+        for line in markdown.render(result).splitlines():
+            if line.startswith("|"):
+                assert line.endswith("|"), line
+
+
+def test_check_writes_html_markdown_and_junit_and_still_fails(tmp_path: Path, cache_dir: Path) -> None:
+    template = shutil.copytree(load_assignment("flash-attention-cpu").template_dir, tmp_path / "repo")
+    out = tmp_path / "out"
+    status = main(["check", str(template), "--cache-dir", str(cache_dir), "--html", str(out / "r.html"),
+                   "--markdown", str(out / "r.md"), "--junit", str(out / "j.xml")])
+    assert status == 1
+    assert "Nothing was written" in (out / "r.html").read_text()
+    assert (out / "r.md").read_text().startswith("## ❌")
+    assert "<failure" in (out / "j.xml").read_text()
+
+
+def test_report_command_renders_a_saved_result(class_results: dict[str, Result], tmp_path: Path) -> None:
+    saved = tmp_path / "brian.json"
+    class_results["brian"].write(saved)
+    assert main(["report", "html", str(saved), "--out", str(tmp_path / "b.html")]) == 0
+    assert main(["report", "markdown", str(saved), "--out", str(tmp_path / "b.md")]) == 0
+    assert "brian" in (tmp_path / "b.html").read_text() and "1.67 / 3" in (tmp_path / "b.md").read_text()
+
+
+def test_report_command_names_a_file_that_is_not_a_result(tmp_path: Path, capsys) -> None:
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text("{}")
+    assert main(["report", "html", str(bogus), "--out", str(tmp_path / "x.html")]) == 2
+    assert "bogus.json: not a result" in " ".join(capsys.readouterr().err.split())
+
+
+def test_sanitizer_findings_are_reported(class_results: dict[str, Result]) -> None:
+    result = class_results["ada"]
+    if not hasattr(result.kernels[0], "sanitizer"):
+        pytest.skip("this result model has no sanitizer findings")
+    finding = "========= Invalid __global__ read of size 4 bytes at attention_kernel+0x1a0"
+    flagged = dataclasses.replace(result.kernels[0], sanitizer=[finding])
+    flagged_result = dataclasses.replace(result, kernels=[flagged, *result.kernels[1:]])
+    assert "compute-sanitizer findings" in html.render(flagged_result) and finding in html.render(flagged_result)
+    assert finding in markdown.render(flagged_result)
+    assert "compute-sanitizer" not in markdown.render(result)

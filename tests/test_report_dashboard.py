@@ -1,0 +1,101 @@
+"""The class dashboard and the gradebook CSV, from a real store of graded sample submissions."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+from grader.report import dashboard
+from grader.results import Result
+
+from report_fixtures import class_results, class_store  # noqa: F401  (fixtures)
+
+
+@pytest.fixture(scope="module")
+def board(class_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dashboard")
+    assert main(["report", "dashboard", "--store", str(class_store), "--assignment", "flash-attention-cpu",
+                 "--out", str(out)]) == 0
+    return out
+
+
+def student_order(page: str) -> list[str]:
+    body = page[page.index("<h2>Students</h2>"):]
+    return re.findall(r"<tr>\n<td>(?:<a href=\"[^\"]+\">)?([a-z]+)", body)
+
+
+def test_dashboard_links_every_graded_student_to_a_report_that_exists(board: Path,
+                                                                       class_results: dict[str, Result]) -> None:
+    page = (board / "index.html").read_text()
+    for student, result in class_results.items():
+        assert f">{student}<" in page
+        link = f'href="students/{student}.html"'
+        if result.status == "graded":
+            assert link in page and (board / "students" / f"{student}.html").is_file()
+        else:
+            assert link not in page
+    assert "no commit before the deadline" in page  # ivan, not submitted
+
+
+def test_dashboard_figures_match_the_results(class_results: dict[str, Result]) -> None:
+    results = list(class_results.values())
+    summary = dashboard.summarise(results, "flash-attention-cpu")
+    graded = [r for r in results if r.status == "graded"]
+    assert sum(summary["histogram"]) == len(graded) == 8
+    assert summary["histogram"][9] == 1 and summary["histogram"][0] == 1  # ada 3/3; fatima 0/3
+    rates = {p["kernel"]: (p["passed"], p["total"]) for p in summary["pass_rates"]}
+    assert rates == {"standard_attention": (4, 8), "flash_attention": (5, 8)}
+    counts = dict(summary["status_counts"])
+    assert counts["not submitted"] == 1 and counts["late"] == 1 and counts["crashed"] == 1
+    assert counts["compile errors"] == 1
+    top = summary["failures"][0]
+    assert (top["count"], top["kernel"], sorted(top["students"])) == (2, "standard_attention", ["chen", "fatima"])
+    assert "never written" in top["message"] and "16" not in top["message"]  # figures masked
+
+
+def test_dashboard_is_static_html_with_inline_svg_charts(board: Path) -> None:
+    page = (board / "index.html").read_text()
+    assert page.count("<svg") == 2 and "<script" not in page.lower()
+    assert "50% (4/8)" in page and "62% (5/8)" in page
+
+
+def test_each_column_header_links_to_the_table_sorted_by_it(board: Path) -> None:
+    by_student = student_order((board / "index.html").read_text())
+    assert by_student == sorted(by_student)
+    by_score = student_order((board / "by-score.html").read_text())
+    assert by_score[0] == "ada" and by_score[-2:] == ["fatima", "ivan"]
+    assert student_order((board / "by-late.html").read_text())[0] == "hana"
+    assert 'href="by-kernel-flash_attention.html"' in (board / "index.html").read_text()
+    for page in board.glob("by-*.html"):
+        assert sorted(student_order(page.read_text())) == by_student
+
+
+def test_dashboard_of_a_missing_store_is_one_clear_error(tmp_path: Path, capsys) -> None:
+    status = main(["report", "dashboard", "--store", str(tmp_path / "none.sqlite"), "--assignment", "x",
+                   "--out", str(tmp_path / "out")])
+    assert status == 2 and "none.sqlite: no such file" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_gradebook_has_one_row_per_student_with_the_breakdown(class_store: Path, tmp_path: Path,
+                                                              class_results: dict[str, Result]) -> None:
+    out = tmp_path / "grades.csv"
+    assert main(["export", "gradebook", "--store", str(class_store), "--assignment", "flash-attention-cpu",
+                 "--out", str(out)]) == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert list(rows[0]) == ["student_id", "total", "max_score", "standard_attention", "flash_attention",
+                             "late_days", "late_penalty", "raw_score", "status", "commit", "graded_at"]
+    by_id = {r["student_id"]: r for r in rows}
+    assert set(by_id) == set(class_results)
+    assert by_id["hana"]["total"] == "2.4" and by_id["hana"]["raw_score"] == "3"
+    assert by_id["hana"]["late_days"] == "2" and by_id["hana"]["late_penalty"] == "0.6"
+    assert by_id["brian"]["flash_attention"] == "0.6667" and by_id["brian"]["standard_attention"] == "1"
+    assert by_id["ivan"]["status"] == "not_submitted" and by_id["ivan"]["total"] == "0"
+    assert by_id["ada"]["commit"] == class_results["ada"].submission.commit and len(by_id["ada"]["commit"]) == 40
+    for row in rows:  # what an LMS import needs: the total is a plain number
+        float(row["total"])

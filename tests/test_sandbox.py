@@ -1,0 +1,182 @@
+"""The sandbox backends themselves: what the code inside can see, reach and leave behind."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.sandbox import Limits, Mounts, sandbox_named
+from grader.sandbox.local import NamespaceSandbox
+
+from sandbox_fixtures import backend, docker_ready, sandbox_processes  # noqa: F401  (fixtures)
+
+PROBE = r"""
+import os, socket, sys
+print("uid", os.getuid())
+print("routes", len(open("/proc/net/route").read().splitlines()) - 1)
+print("interfaces", sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]))
+print("shadow", os.access("/etc/shadow", os.R_OK))
+print("root-cache", os.path.exists("/root/.cache"))
+s = socket.socket()
+s.settimeout(2)
+try:
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+    print("loopback connected")
+except OSError as error:
+    print("loopback", error.errno)
+for path in sys.argv[2:]:
+    try:
+        open(path, "w").write("x")
+        print("wrote", path)
+    except OSError as error:
+        print("refused", path, error.errno)
+"""
+
+
+def run_in(sandbox, code: str, *arguments: str, tmp_path: Path, limits: Limits = Limits(),
+           read_only: tuple[Path, ...] = (), timeout: float = 60) -> tuple[int, str, str]:
+    writable = tmp_path / "writable"
+    writable.mkdir(exist_ok=True)
+    process = sandbox.start([sys.executable, "-c", code, *arguments], cwd=writable,
+                            mounts=Mounts(read_only=read_only, writable=writable), limits=limits,
+                            stdout=tmp_path / "stdout", stderr=tmp_path / "stderr",
+                            env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        code = process.wait(timeout)
+    finally:
+        process.kill()
+    return code, (tmp_path / "stdout").read_text(errors="replace"), (tmp_path / "stderr").read_text(errors="replace")
+
+
+@pytest.fixture
+def listener():
+    """A TCP server on the host's loopback that records every connection it accepts."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    accepted: list = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def test_code_inside_sees_only_loopback_its_mounts_and_runs_as_nobody(backend: str, tmp_path: Path, listener) -> None:
+    port, accepted = listener
+    readonly = tmp_path / "inputs"
+    readonly.mkdir()
+    (readonly / "Q.npy").write_text("input")
+    code, out, err = run_in(sandbox_named(backend), PROBE, str(port), str(readonly / "Q.npy"),
+                            str(tmp_path / "writable" / "out.npy"), "/etc/pwned", tmp_path=tmp_path, read_only=(readonly,))
+    assert code == 0, err
+    assert "uid 65534" in out
+    assert "routes 0" in out and "interfaces ['lo']" in out
+    assert "shadow False" in out and "root-cache False" in out
+    assert "loopback connected" not in out and not accepted
+    assert f"refused {readonly / 'Q.npy'}" in out and (readonly / "Q.npy").read_text() == "input"
+    assert f"wrote {tmp_path / 'writable' / 'out.npy'}" in out
+    assert not Path("/etc/pwned").exists()
+
+
+def test_kill_leaves_no_process_behind(backend: str, tmp_path: Path) -> None:
+    sandbox = sandbox_named(backend)
+    writable = tmp_path / "w"
+    writable.mkdir()
+    daemon = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)\nprint('parent', flush=True)\ntime.sleep(600)"
+    marker = f"kg-test-daemon-{time.time_ns()}"
+    process = sandbox.start([sys.executable, "-c", daemon, marker], cwd=writable, mounts=Mounts(writable=writable),
+                            limits=Limits(), stdout=tmp_path / "o", stderr=tmp_path / "e", env={"PATH": "/usr/bin:/bin"})
+    deadline = time.monotonic() + 30
+    while "parent" not in (tmp_path / "o").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None
+    process.kill()
+    time.sleep(0.2)
+    assert process.poll() is not None
+    assert sandbox_processes(marker) == []
+
+
+def test_stdout_is_capped_and_the_process_is_not_blocked(backend: str, tmp_path: Path) -> None:
+    flood = "import sys\nchunk = b'x' * 65536\nfor _ in range(1024): sys.stdout.buffer.write(chunk)\nprint('done', file=sys.stderr)"
+    started = time.monotonic()
+    code, out, err = run_in(sandbox_named(backend), flood, tmp_path=tmp_path, limits=Limits(log_bytes=4096))
+    assert code == 0 and "done" in err
+    assert len(out) < 4096 + 200 and "more bytes of output dropped" in out
+    assert time.monotonic() - started < 30
+
+
+def test_memory_limit_kills_and_says_so(backend: str, tmp_path: Path) -> None:
+    hog = "blocks = []\nwhile True: blocks.append(bytearray(64 << 20))"
+    sandbox = sandbox_named(backend)
+    writable = tmp_path / "w"
+    writable.mkdir()
+    process = sandbox.start([sys.executable, "-c", hog], cwd=writable, mounts=Mounts(writable=writable),
+                            limits=Limits(memory_bytes=256 << 20), stdout=tmp_path / "o", stderr=tmp_path / "e",
+                            env={"PATH": "/usr/bin:/bin"})
+    try:
+        code = process.wait(60)
+        hit = process.limit_hit()  # type: ignore[attr-defined]
+    finally:
+        process.kill()
+    assert code != 0
+    assert hit == "reached the memory limit (256 MiB)" or "MemoryError" in (tmp_path / "e").read_text()
+
+
+def test_namespace_sandbox_says_what_it_enforced() -> None:
+    enforced = NamespaceSandbox().enforced()
+    assert any("network namespace" in e for e in enforced)
+    assert any("nobody" in e for e in enforced)
+    from grader.sandbox.cgroups import Cgroup
+
+    probe = Cgroup.create(Limits())
+    if probe is None:  # not root, or no writable hierarchy: the result must say the limits are weaker
+        assert any("no cgroup" in e for e in enforced)
+        return
+    probe.remove()
+    # Where a cgroup can be made (root, as on this project's CI: cgroup v1), the limits are real, and the result says so.
+    assert any("memory and processes/threads by cgroup" in e for e in enforced)
+
+
+def test_gpu_devices_are_passed_through_when_asked(tmp_path: Path) -> None:
+    """Without a GPU here, the arguments are what can be checked: /dev/nvidia* and /sys go in, only on request."""
+    sandbox = NamespaceSandbox()
+    plain = sandbox._bwrap_arguments(tmp_path, Mounts())
+    gpu = sandbox._bwrap_arguments(tmp_path, Mounts(gpu=True))
+    assert "/sys" not in plain and "/sys" in gpu
+    assert "--unshare-net" in gpu and "--unshare-pid" in gpu
+
+
+def test_without_bubblewrap_root_gets_the_same_isolation_from_unshare(tmp_path: Path, listener) -> None:
+    """The GPU runner may lack bwrap: util-linux unshare and grader/sandbox/mountns.py build the same sandbox."""
+    sandbox = NamespaceSandbox()
+    if not sandbox.as_root:
+        pytest.skip("the unshare fallback needs root")
+    sandbox.bwrap = None
+    port, accepted = listener
+    readonly = tmp_path / "inputs"
+    readonly.mkdir()
+    (readonly / "Q.npy").write_text("input")
+    code, out, err = run_in(sandbox, PROBE, str(port), str(readonly / "Q.npy"), str(tmp_path / "writable" / "out.npy"),
+                            tmp_path=tmp_path, read_only=(readonly,))
+    assert code == 0, err
+    assert "uid 65534" in out and "routes 0" in out and "shadow False" in out and "root-cache False" in out
+    assert "loopback 111" in out and not accepted
+    assert f"refused {readonly / 'Q.npy'}" in out and f"wrote {tmp_path / 'writable' / 'out.npy'}" in out

@@ -1,0 +1,143 @@
+"""The attacker's corpus (tests/submissions/flash-attention-cpu/attack-*) on every sandbox backend.
+
+Each attack must be contained, get a clear status, and leave the other kernel's score and the
+grader untouched. The corpus runs on the local (namespace) and docker backends alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.results import Result
+from grader.samples import Variant, variants
+from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+
+from conftest import grade_variant
+from sandbox_fixtures import backend, docker_ready, orphaned_harnesses  # noqa: F401  (fixtures)
+
+ATTACKS = {v.name: v for v in variants(load_assignment("flash-attention-cpu")) if v.name.startswith("attack-")}
+SECRET = "correct-horse-battery-staple"
+ATTACK_PORT = 47321  # where attack-network knocks on the host's loopback
+
+
+@pytest.fixture
+def host_listener():
+    """A server on the host's 127.0.0.1:47321 recording every connection (none may arrive)."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Another test run on this machine may hold the port too: each listener still sees its own knocks.
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    server.bind(("127.0.0.1", ATTACK_PORT))
+    server.listen()
+    server.settimeout(0.1)
+    accepted: list = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield accepted
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@pytest.fixture
+def victim() -> Path:
+    """Another student's submission at a path the attack knows."""
+    folder = Path("/tmp/kernel-grader-victim/src")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "standard_attention.cpp").write_text("// another student's work\n")
+    return folder
+
+
+def _inputs_digest(cache_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted((cache_dir / "inputs").rglob("*.npy")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def grade_attack(name: str, flash: Assignment, backend: str, tmp_path: Path, cache_dir: Path) -> tuple[Result, float]:
+    started = time.monotonic()
+    result = grade_variant(flash, ATTACKS[name], tmp_path, cache_dir, sandbox=backend, secret=SECRET)
+    return result, time.monotonic() - started
+
+
+def check_contained(result: Result, variant: Variant) -> None:
+    """The attacked kernel has the expected status; the other kernel passed with full marks."""
+    by_name = {k.name: k for k in result.kernels}
+    attacked = by_name[variant.kernel]
+    assert attacked.status == variant.expect, attacked.message
+    for name, kernel in by_name.items():
+        if name != variant.kernel:
+            assert kernel.status == "passed" and kernel.score == kernel.max_score, (name, kernel.message)
+    assert "ATTACK SUCCEEDED" not in result.to_json()
+    assert SECRET not in result.to_json()
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_path: Path, cache_dir: Path,
+                             host_listener, victim: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The secret sits in the grader's own environment, as an instructor's shell would have it.
+    monkeypatch.setenv("KERNEL_GRADER_SECRET", SECRET)
+    for leftover in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
+                     Path("/etc/pwned")):
+        leftover.unlink(missing_ok=True)
+    variant = ATTACKS[name]
+    result, seconds = grade_attack(name, flash, backend, tmp_path, cache_dir)
+    inputs_before = _inputs_digest(cache_dir)
+    check_contained(result, variant)
+    assert result.environment.sandbox == backend and result.environment.sandbox_enforced
+    attacked = next(k for k in result.kernels if k.name == variant.kernel)
+    # Whatever the attack started is gone with its sandbox.
+    time.sleep(0.1)
+    assert orphaned_harnesses() == []
+    assert seconds < 60
+    if name == "attack-network":
+        assert host_listener == []
+    if name == "attack-write-outside":
+        for path in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
+                     Path("/etc/pwned")):
+            assert not path.exists(), path
+        assert not any((cache_dir / "inputs").rglob("pwned")) and not (cache_dir / "pwned").exists()
+        assert _inputs_digest(cache_dir) == inputs_before
+    if name in ("attack-forge-progress", "attack-flood-progress"):
+        assert "progress channel was tampered with" in attacked.message
+    if name == "attack-fake-stdout":
+        assert attacked.score == 0 and result.score == 2
+    if name == "attack-exit-mid-run":
+        assert "exited with status 0" in attacked.message
+    if name in ("attack-out-of-bounds-write", "attack-static-constructor-segfault"):
+        assert "SIGSEGV" in attacked.message and "case 'one-row'" in attacked.message
+    if name == "attack-mutate-inputs":
+        assert "wrote into its input(s) Q" in attacked.message
+    if name == "attack-memory-hog":
+        assert "memory limit (1024 MiB)" in attacked.message
+    if name == "attack-compiler-reads-shadow":
+        assert "/etc/shadow" in attacked.message and "root:" not in attacked.message
+    if name == "attack-fork-bomb":
+        assert "did not finish within 3 s" in attacked.message
+
+
+def test_submission_time_limit_stops_the_whole_run(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    """Per-call limits of 3 s, a whole-submission limit of 2 s: the loop is cut at 2 s and the rest not run."""
+    import dataclasses
+
+    loop = next(v for v in variants(flash) if v.name == "hostile-flash-infinite-loop")
+    result = grade_variant(dataclasses.replace(flash, submission_time_limit_s=2.0), loop, tmp_path, cache_dir)
+    kernel = next(k for k in result.kernels if k.name == "flash_attention")
+    assert kernel.status == "timeout" and "the submission's time limit (2 s)" in kernel.message
+    assert result.stages["run"] < 2.0 + 5.0

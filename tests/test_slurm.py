@@ -1,0 +1,113 @@
+"""`grader batch --executor slurm` for real: a one-node Slurm cluster on 127.0.0.1 (ci/setup/slurm.sh)
+grades a small class of the C++ assignment through sbatch job arrays."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from grader.cli import main
+from grader.spec import PROJECT_ROOT, load_assignment
+from grader.store import Store
+
+from test_batch import DEADLINE, make_repo
+
+
+
+@functools.cache
+def cluster_unavailable() -> str | None:
+    """Start (or find) the one-node cluster; the reason when it cannot run here."""
+    if os.geteuid() != 0 and shutil.which("sudo") is None and shutil.which("sbatch") is None:
+        return "Slurm is not installed and this user cannot install it (not root, no sudo)"
+    try:
+        setup = subprocess.run(["bash", str(PROJECT_ROOT / "ci" / "setup" / "slurm.sh")], capture_output=True,
+                               text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        return "ci/setup/slurm.sh did not finish within 15 minutes"
+    if setup.returncode != 0:
+        return f"ci/setup/slurm.sh could not start a cluster: {(setup.stdout + setup.stderr).strip()[-600:]}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    reason = cluster_unavailable()
+    if reason:
+        pytest.skip(reason)
+
+
+def batch(*arguments: str) -> int:
+    return main(["batch", *arguments])
+
+
+def test_class_graded_through_sbatch_array(slurm, tmp_path: Path) -> None:
+    flash = load_assignment("flash-attention-cpu")
+    alice, alice_shas = make_repo(tmp_path, flash, [(None, -1), ("mutant-flash-no-rescale", 2)])
+    bob, _ = make_repo(tmp_path, flash, [("mutant-standard-transposed-k", -1)])
+    roster = tmp_path / "roster.csv"
+    roster.write_text(f"student,repository\nalice,{alice}\nbob,{bob}\nerin,{tmp_path / 'missing'}\n")
+    store = tmp_path / "grades.sqlite"
+    shared = tmp_path / "shared"
+    assert batch(str(roster), "-a", "flash-attention-cpu", "--deadline", DEADLINE, "--executor", "slurm",
+                 "--store", str(store), "--shared-dir", str(shared), "--cache-dir", str(tmp_path / "cache")) == 0
+    results = {r.student: r for r in Store(store).latest("flash-attention-cpu")}
+    assert results["alice"].score == 3 and results["alice"].submission.commit == alice_shas[0]
+    kernels = {k.name: k.status for k in results["bob"].kernels}
+    assert kernels == {"standard_attention": "failed", "flash_attention": "passed"}
+    assert results["erin"].status == "not_submitted"
+    # Each task really ran under Slurm: its log names the array task.
+    script = (shared / "grade-array.sbatch").read_text()
+    assert "#SBATCH --array=0-1" in script and "--gres" not in script
+    assert "task 0: grading" in (shared / "logs" / "0.out").read_text()
+
+
+def test_cancelled_task_is_an_error_and_collect_merges_later(slurm, tmp_path: Path) -> None:
+    flash = load_assignment("flash-attention-cpu")
+    repos = [make_repo(tmp_path, flash, [(None, -1)])[0] for _ in range(3)]
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,repository\n" + "".join(f"s{i},{repo}\n" for i, repo in enumerate(repos)))
+    store = tmp_path / "grades.sqlite"
+    shared = tmp_path / "shared"
+    common = ["--store", str(store), "--shared-dir", str(shared)]
+    assert batch(str(roster), "-a", "flash-attention-cpu", "--executor", "slurm", "--no-wait", "--max-parallel", "1",
+                 "--cache-dir", str(tmp_path / "cache"), *common) == 0
+    job = json.loads((shared / "manifest.json").read_text())["slurm_job"]
+    # One task at a time: the last one is still pending and can be cancelled before it runs.
+    subprocess.run(["scancel", f"{job}_2"], check=True)
+    assert batch("-a", "flash-attention-cpu", "--collect", *common) == 0
+    results = {r.student: r for r in Store(store).latest("flash-attention-cpu")}
+    assert results["s0"].score == results["s1"].score == 3
+    assert results["s2"].status == "error" and "Slurm array task 2" in results["s2"].message
+    # Collecting again adds nothing: every task's result is in the store once.
+    assert batch("-a", "flash-attention-cpu", "--collect", *common) == 0
+    assert len(Store(store).history("flash-attention-cpu", "s0")) == 1
+    # --failed picks the cancelled one up again.
+    assert batch(str(roster), "-a", "flash-attention-cpu", "--executor", "slurm", "--failed",
+                 "--cache-dir", str(tmp_path / "cache"), *common) == 0
+    assert Store(store).latest("flash-attention-cpu")[2].score == 3
+
+
+def test_task_stopped_at_its_time_limit_is_stored_as_a_timeout(slurm, tmp_path: Path) -> None:
+    from grader.dispatch import Job
+    from grader.dispatch.slurm import SlurmExecutor
+    from grader.pipeline import Options
+
+    shared = tmp_path / "shared"
+    for sub in ("results", "exit", "logs", "collected"):
+        (shared / sub).mkdir(parents=True)
+    # What slurmstepd writes into a task's log when it kills it at --time; the job is long gone.
+    (shared / "logs" / "0.out").write_text("task 0: grading /x\nslurmstepd: error: *** JOB 99999_0 ON vm "
+                                           "CANCELLED AT 2026-03-02T01:00:00 DUE TO TIME LIMIT ***\n")
+    (shared / "manifest.json").write_text(json.dumps({"slurm_job": "99999", "assignment": "flash-attention-cpu",
+                                                      "jobs": [Job(0, "slow", tmp_path / "x").to_dict()]}))
+    flash = load_assignment("flash-attention-cpu")
+    seen = []
+    left = SlurmExecutor(shared).collect(flash, Options(cache_dir=tmp_path / "cache"), lambda j, r: seen.append(r))
+    assert left == 0 and seen[0].status == "error"
+    assert "stopped at its Slurm time limit (timeout)" in seen[0].message and "DUE TO TIME LIMIT" in seen[0].message

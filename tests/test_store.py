@@ -1,0 +1,97 @@
+"""The results store: resume and selection queries, whole-row transactions, clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.errors import StoreError
+from grader.results import Environment, KernelResult, Result, Submission
+from grader.store import Store
+
+
+def result(student: str, kernel_status: str = "passed", status: str = "graded") -> Result:
+    kernels = [KernelResult("k", 1.0 if kernel_status == "passed" else 0.0, 1.0, kernel_status, "", [])]  # type: ignore[arg-type]
+    return Result(assignment="a", assignment_version="1", title="A", score=kernels[0].score, max_score=1.0,
+                  kernels=kernels if status == "graded" else [], submission=Submission("/x", "abc"),
+                  environment=Environment("0.1.0", "cpp", "", "g++", "local", [], "host", "3.11"), stages={},
+                  seed={}, public_only=False, graded_at="2026-01-01T00:00:00+00:00", student=student,
+                  status=status)  # type: ignore[arg-type]
+
+
+def test_resume_skips_students_with_a_result(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    store.save(result("b"))
+    assert store.to_grade("a", ["a", "b", "c"]) == ["a", "c"]
+    assert store.to_grade("other-assignment", ["a", "b"]) == ["a", "b"]
+
+
+def test_regrade_only_and_failed_select_in_roster_order(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    for student, status in (("a", "passed"), ("b", "timeout"), ("c", "crashed"), ("d", "failed"), ("e", "not_run")):
+        store.save(result(student, status))
+    store.save(result("f", status="error"))
+    store.save(result("g", status="not_submitted"))
+    roster = ["g", "f", "e", "d", "c", "b", "a"]
+    assert store.to_grade("a", roster, regrade=True) == roster
+    assert store.to_grade("a", roster, only={"c", "a", "zz"}) == ["c", "a"]
+    assert store.to_grade("a", roster, failed=True) == ["f", "e", "c", "b"]
+    # A later good result takes a student off the failed list: only the newest result counts.
+    store.save(result("b", "passed"))
+    assert store.to_grade("a", roster, failed=True) == ["f", "e", "c"]
+    assert [r.student for r in store.latest("a")] == ["a", "b", "c", "d", "e", "f", "g"]
+    assert len(store.history("a", "b")) == 2
+
+
+def test_store_of_another_schema_version_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=r"old.sqlite: schema version 0, this grader reads version 1"):
+        Store(path)
+
+
+def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.sqlite"
+    path.write_bytes(b"these are my lecture notes, not a database" * 100)
+    with pytest.raises(StoreError, match="notes.sqlite: not a readable results store"):
+        Store(path)
+
+
+def test_crash_inside_a_write_leaves_no_half_written_row(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    store.save(result("kept"))
+    store.close()
+    # A process that inserts a row and dies by SIGKILL before its transaction commits.
+    crash = f"""
+import os, signal
+from pathlib import Path
+from grader.store import Store
+store = Store(Path({str(path)!r}))
+with store._db:
+    store._db.execute("INSERT INTO results (student, assignment, spec_version, status, score, max_score,"
+                      " grader_version, graded_at, result_json) VALUES ('lost', 'a', '1', 'graded', 1, 1, 'x', 'x', '{{')")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+    done = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    store = Store(path)
+    store.check()
+    assert [r.student for r in store.latest("a")] == ["kept"]
+
+
+def test_result_without_a_student_is_not_stored(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    with pytest.raises(ValueError):
+        store.save(dataclasses.replace(result("x"), student=None))
+    assert store.latest("a") == []
