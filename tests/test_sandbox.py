@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sys
 import tempfile
@@ -180,3 +181,20 @@ def test_without_bubblewrap_root_gets_the_same_isolation_from_unshare(tmp_path: 
     assert "uid 65534" in out and "routes 0" in out and "shadow False" in out and "root-cache False" in out
     assert "loopback 111" in out and not accepted
     assert f"refused {readonly / 'Q.npy'}" in out and f"wrote {tmp_path / 'writable' / 'out.npy'}" in out
+
+
+_ORIGINAL_WHICH = shutil.which
+
+
+def test_whole_pipeline_grades_through_the_unshare_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bwrap (as on the GPU runner) the run's plan under /tmp must still be visible inside."""
+    from grader.pipeline import Options, grade
+    from grader.spec import load_assignment
+
+    if not NamespaceSandbox()._can_unshare():
+        pytest.skip("the unshare fallback needs root, setpriv and util-linux unshare")
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else _ORIGINAL_WHICH(name))
+    assert NamespaceSandbox().bwrap is None
+    flash = load_assignment("flash-attention-cpu")
+    result = grade(flash.reference_dir, flash, Options(cache_dir=tmp_path / "cache"))
+    assert result.score == result.max_score, [k.message for k in result.kernels]

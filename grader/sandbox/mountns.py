@@ -62,9 +62,6 @@ def main(argv: list[str]) -> int:
     _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     for link, target in spec["symlinks"]:
         os.symlink(target, NEW_ROOT + link)
-    for source, read_only in spec["binds"]:
-        if os.path.exists(source):
-            _bind(source, NEW_ROOT + source, read_only)
     os.makedirs(NEW_ROOT + "/proc", exist_ok=True)
     _mount("proc", NEW_ROOT + "/proc", "proc", MS_NOSUID | MS_NODEV)
     os.makedirs(NEW_ROOT + "/dev", exist_ok=True)
@@ -75,6 +72,10 @@ def main(argv: list[str]) -> int:
     for folder in ("/dev/shm", "/tmp", "/run"):
         os.makedirs(NEW_ROOT + folder, exist_ok=True)
         _mount("tmpfs", NEW_ROOT + folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    # Binds after the tmpfs folders: a bind under /tmp (the run's plan) must sit on top of the private /tmp.
+    for source, read_only in spec["binds"]:
+        if os.path.exists(source):
+            _bind(source, NEW_ROOT + source, read_only)
     for source in spec["writable"]:
         _bind(source, NEW_ROOT + source, False)
     _loopback_up()
