@@ -198,6 +198,10 @@ class NamespaceSandbox:
             for device in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*")):
                 args += ["--dev-bind", device, device]
             args += ["--ro-bind", "/sys", "/sys"]
+            # The persistence daemon's socket lives under /run, which is private here: without it every
+            # harness may initialise the GPU from scratch, which takes seconds on a large card.
+            if os.path.isdir("/run/nvidia-persistenced"):
+                args += ["--bind", "/run/nvidia-persistenced", "/run/nvidia-persistenced"]
             for extra in ("/opt", "/etc/OpenCL", "/proc/driver/nvidia"):
                 if os.path.isdir(extra) and extra != "/proc/driver/nvidia":
                     args += ["--ro-bind", extra, extra]
