@@ -19,7 +19,7 @@ from grader.cases import Seed, prepare_inputs
 from grader.compare import compare
 from grader.gold import gold_outputs
 from grader.repos import Checkout, checkout_folder
-from grader.results import Environment, KernelResult, Result, Submission, SubmissionStatus
+from grader.results import Environment, Result, Submission, SubmissionStatus
 from grader.sanitizer import SanitizerReport, sanitize
 from grader.runner import Call, CallOutcome, run_calls
 from grader.sandbox import sandbox_named

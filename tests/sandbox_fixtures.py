@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
+import threading
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -12,6 +16,37 @@ from grader.errors import GraderError
 from grader.spec import PROJECT_ROOT
 
 SETUP = PROJECT_ROOT / "ci" / "setup" / "docker.sh"
+ATTACK_PORT = 47321  # where attack-network knocks on the host's loopback
+
+
+@contextlib.contextmanager
+def loopback_listener(port: int = 0) -> Iterator[tuple[int, list]]:
+    """A TCP server on the host's 127.0.0.1 recording every connection it accepts (none may arrive)."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Another test run on this machine may hold a fixed port too: each listener still sees its own knocks.
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen()
+    server.settimeout(0.1)
+    accepted: list = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], accepted
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
 
 
 def docker_unavailable_reason() -> str | None:

@@ -8,8 +8,6 @@ runtime and `$KERNEL_GRADER_IMAGE` is the CUDA image (`ci/Dockerfile` with its d
 from __future__ import annotations
 
 import os
-import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ from grader.sanitizer import sanitizer_binary
 from grader.spec import Assignment, load_assignment
 
 from conftest import grade_variant, with_time_limit
-from sandbox_fixtures import docker_unavailable_reason
+from sandbox_fixtures import ATTACK_PORT, loopback_listener, docker_unavailable_reason
 
 pytestmark = pytest.mark.gpu
 
@@ -34,29 +32,8 @@ def gpt2() -> Assignment:
 
 @pytest.fixture
 def host_listener():
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Another test run on this machine may hold the port too: each listener still sees its own knocks.
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    server.bind(("127.0.0.1", 47321))
-    server.listen()
-    server.settimeout(0.1)
-    accepted: list = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept())
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield accepted
-    stop.set()
-    thread.join()
-    server.close()
+    with loopback_listener(ATTACK_PORT) as (_, accepted):
+        yield accepted
 
 
 def _backends() -> list:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -15,7 +12,7 @@ import pytest
 from grader.sandbox import Limits, Mounts, sandbox_named
 from grader.sandbox.local import NamespaceSandbox
 
-from sandbox_fixtures import backend, docker_ready, sandbox_processes  # noqa: F401  (fixtures)
+from sandbox_fixtures import loopback_listener, backend, docker_ready, sandbox_processes  # noqa: F401  (fixtures)
 
 PROBE = r"""
 import os, socket, sys
@@ -58,26 +55,8 @@ def run_in(sandbox, code: str, *arguments: str, tmp_path: Path, limits: Limits =
 @pytest.fixture
 def listener():
     """A TCP server on the host's loopback that records every connection it accepts."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    accepted: list = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept())
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    stop.set()
-    thread.join()
-    server.close()
+    with loopback_listener() as listening:
+        yield listening
 
 
 def test_code_inside_sees_only_loopback_its_mounts_and_runs_as_nobody(backend: str, tmp_path: Path, listener) -> None:

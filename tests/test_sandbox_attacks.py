@@ -7,8 +7,6 @@ grader untouched. The corpus runs on the local (namespace) and docker backends a
 from __future__ import annotations
 
 import hashlib
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -19,39 +17,15 @@ from grader.samples import Variant, variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 
 from conftest import grade_variant
-from sandbox_fixtures import backend, docker_ready, orphaned_harnesses  # noqa: F401  (fixtures)
+from sandbox_fixtures import ATTACK_PORT, loopback_listener, backend, docker_ready, orphaned_harnesses  # noqa: F401  (fixtures)
 
 ATTACKS = {v.name: v for v in variants(load_assignment("flash-attention-cpu")) if v.name.startswith("attack-")}
 SECRET = "correct-horse-battery-staple"
-ATTACK_PORT = 47321  # where attack-network knocks on the host's loopback
-
-
 @pytest.fixture
 def host_listener():
-    """A server on the host's 127.0.0.1:47321 recording every connection (none may arrive)."""
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Another test run on this machine may hold the port too: each listener still sees its own knocks.
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    server.bind(("127.0.0.1", ATTACK_PORT))
-    server.listen()
-    server.settimeout(0.1)
-    accepted: list = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept())
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield accepted
-    stop.set()
-    thread.join()
-    server.close()
+    """A server on the host's 127.0.0.1:ATTACK_PORT recording every connection (none may arrive)."""
+    with loopback_listener(ATTACK_PORT) as (_, accepted):
+        yield accepted
 
 
 @pytest.fixture

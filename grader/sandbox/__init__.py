@@ -6,7 +6,7 @@ paths at the same place inside as outside, so a plan written by the runner reads
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
