@@ -243,7 +243,7 @@ class Tally:
             self.counts[kind] += 1
             late = f", {result.late.days_late:g} day(s) late, -{result.late.points_deducted:g}" \
                 if result.late and result.late.days_late else ""
-            line = (f"{job.student}: {kind} {result.score:g}/{result.max_score:g}{late}"
+            line = (f"{job.student}: {kind} {result.score:.4g}/{result.max_score:g}{late}"
                     f" ({(result.submission.commit or '')[:10] or job.pinned_by or '-'})")
             if result.status != "graded":
                 line += f": {result.message.splitlines()[0] if result.message else ''}"

@@ -55,7 +55,7 @@ def run(arguments: argparse.Namespace) -> int:
                 result = grade(folder, assignment, options_from(arguments, public_only=False))
             terminal.render(result, console)
             statuses = ", ".join(f"{k.name}: {k.status}" for k in result.kernels)
-            summary.add_row(assignment.name, label, expected, f"{result.score:g}/{result.max_score:g}", statuses)
+            summary.add_row(assignment.name, label, expected, f"{result.score:.4g}/{result.max_score:g}", statuses)
     console.print(summary)
     return 0
 

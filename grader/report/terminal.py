@@ -24,9 +24,9 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
     for kernel in result.kernels:
         style = STATUS_STYLE.get(kernel.status, "")
         table.add_row(kernel.name, f"[{style}]{kernel.status}[/]", f"{kernel.cases_passed}/{len(kernel.cases)}",
-                      f"{kernel.score:g}/{kernel.max_score:g}", _slowest(kernel), _first_line(kernel.message, verbose))
+                      f"{kernel.score:.4g}/{kernel.max_score:g}", _slowest(kernel), _first_line(kernel.message, verbose))
     console.print(table)
-    console.print(f"[bold]score {result.score:g} / {result.max_score:g}[/]   "
+    console.print(f"[bold]score {result.score:.4g} / {result.max_score:g}[/]   "
                   f"device: {result.environment.device or 'none'}   compiler: {result.environment.compiler}   "
                   f"took {result.stages.get('total', 0):.1f} s")
     if verbose:
