@@ -377,8 +377,8 @@ def _load_late_policy(table: Any, where: str) -> LatePolicy | None:
 
 
 def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> Kernel:
-    read = _Reader(table, where)
-    name = read.get("name", str)
+    # Errors name the kernel once its name is known: "assignment.toml kernel 'matmul': ...".
+    name = _Reader(table, where).get("name", str)
     where = f"{where.rsplit(' ', 1)[0]} kernel '{name}'"
     read = _Reader(table, where)
     signature = parse_signature(read.get("signature", str), f"{where} key 'signature'")
