@@ -2,10 +2,11 @@
 
     python -m grader.harness PLAN.json PROGRESS.jsonl START_INDEX [STOP_INDEX]
 
-For each planned call from START_INDEX up to STOP_INDEX (default: the end): load the kernel's library, allocate its buffers (CuPy
-on the device for CUDA, NumPy for C++), fill inputs, poison outputs with a NaN of a known bit
-pattern, call the shim, check that the inputs are unchanged, and save the outputs as .npy. Progress goes to PROGRESS.jsonl one line per
-event, so that when this process dies the runner knows which call was in flight. Gold outputs
+For each planned call from START_INDEX up to STOP_INDEX (default: the end): load the kernel's
+library, allocate its buffers (CuPy on the device for CUDA, NumPy for C++) between poisoned
+margins, fill inputs, poison outputs with a NaN of a known bit pattern, call the shim, check that
+the inputs and the margins are unchanged, and save the outputs as .npy. Progress goes to
+PROGRESS.jsonl one line per event, so that when this process dies the runner knows which call was in flight. Gold outputs
 never enter this process. Only the standard library, NumPy and CuPy are imported here.
 """
 
@@ -16,6 +17,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ CTYPES = {"int": ctypes.c_int, "float": ctypes.c_float, "double": ctypes.c_doubl
 EXIT_DEVICE_ERROR = 3  # the CUDA context is unusable after a sticky error: a fresh harness takes over
 EXIT_NO_DEVICE = 4
 ERROR_CAPACITY = 1024
+MARGIN_BYTES = 1024  # poisoned margin on each side of a buffer; keeps the buffer 256-byte aligned
 
 
 class Progress:
@@ -61,10 +64,6 @@ class Device:
             self.xp = np
             self.name = platform.processor() or platform.machine()
 
-    def pointer(self, array: Any) -> ctypes.c_void_p:
-        address = array.data.ptr if self.target == "cuda" else array.ctypes.data
-        return ctypes.c_void_p(address)
-
     def to_host(self, array: Any) -> np.ndarray:
         return array.get() if self.target == "cuda" else array.copy()
 
@@ -73,22 +72,65 @@ class Device:
             self.xp.get_default_memory_pool().free_all_blocks()
 
 
-def allocate(device: Device, buffer: dict[str, Any], inputs_dir: Path) -> Any:
-    """Allocate one buffer: inputs filled from their file, everything else poisoned."""
-    xp = device.xp
-    array = xp.empty(buffer["allocate"], dtype=buffer["dtype"])
+@dataclass
+class Buffer:
+    """One argument's allocation: a poisoned margin, the buffer the kernel is given, another margin.
+
+    A write into a margin is a write out of bounds, found on every run without compute-sanitizer and
+    without depending on what the allocator placed next to the buffer. Under compute-sanitizer the
+    margins are left out: it checks every access against the allocation's true end itself.
+    """
+
+    name: str
+    allocation: Any  # on the device for CUDA, else a NumPy array
+    given: np.ndarray  # host copy of what the whole allocation held before the call
+    margin: int  # elements in each margin
+
+    @property
+    def size(self) -> int:
+        return self.given.size - 2 * self.margin
+
+    def address(self, device: Device) -> ctypes.c_void_p:
+        base = self.allocation.data.ptr if device.target == "cuda" else self.allocation.ctypes.data
+        return ctypes.c_void_p(base + self.margin * self.given.itemsize)
+
+    def outside_writes(self, after: np.ndarray) -> str:
+        """How many elements before and after the buffer were written, in words ("" if none)."""
+        changed = _bits(after) != _bits(self.given)
+        before, beyond = int(changed[: self.margin].sum()), int(changed[self.margin + self.size:].sum())
+        parts = ([f"{before} element(s) before the start of {self.name}"] if before else []) + \
+                ([f"{beyond} element(s) past the end of {self.name}"] if beyond else [])
+        return " and ".join(parts)
+
+    def inside_changed(self, after: np.ndarray) -> bool:
+        inside = slice(self.margin, self.margin + self.size)
+        return not np.array_equal(_bits(after[inside]), _bits(self.given[inside]))
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    """The raw bits, so that comparisons see NaN payloads."""
+    return array.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[array.dtype.itemsize])
+
+
+def allocate(device: Device, buffer: dict[str, Any], inputs_dir: Path) -> Buffer:
+    """Allocate one buffer with its margins: inputs filled from their file, everything else poisoned.
+
+    The contents are composed on the host and copied over in one transfer: a fill or compare on
+    the device would JIT-compile a CuPy kernel in every harness (no kernel cache is shared
+    between sandboxes).
+    """
     unsigned, bits = POISON_BITS[buffer["dtype"]]
-    array.view(unsigned).fill(bits)
+    itemsize = np.dtype(buffer["dtype"]).itemsize
+    margin = 0 if os.environ.get("KERNEL_GRADER_SANITIZER") else MARGIN_BYTES // itemsize
+    given = np.full(buffer["allocate"] + 2 * margin, bits, dtype=unsigned).view(buffer["dtype"])
     if buffer["role"] == "input":
         data = np.load(inputs_dir / f"{buffer['name']}.npy").ravel()
-        array[: data.size] = xp.asarray(data)
-    return array
-
-
-def same_bytes(device: Device, array: Any, copy: Any) -> bool:
-    """Bit-for-bit equality (NaN payloads included), on the device where the buffers live."""
-    unsigned = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}[array.dtype.itemsize]
-    return bool(device.xp.array_equal(array.view(unsigned), copy.view(unsigned)))
+        given[margin: margin + data.size] = data
+    if device.target != "cuda":
+        return Buffer(buffer["name"], given.copy(), given, margin)
+    allocation = device.xp.empty(given.shape, dtype=given.dtype)
+    allocation.set(given)
+    return Buffer(buffer["name"], allocation, given, margin)
 
 
 def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], progress: Progress, index: int) -> bool:
@@ -97,7 +139,7 @@ def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], pr
         library = libraries[call["library"]] = ctypes.CDLL(call["library"])
     function = library.kg_call
     function.restype = ctypes.c_int
-    arrays: dict[str, Any] = {}
+    buffers: dict[str, Buffer] = {}
     arguments: list[Any] = []
     argtypes: list[Any] = []
     for argument in call["arguments"]:
@@ -108,12 +150,9 @@ def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], pr
             argtypes.append(ctypes.c_void_p)
             arguments.append(None)
         else:
-            arrays[argument["name"]] = allocate(device, argument, Path(call["inputs_dir"]))
+            buffer = buffers[argument["name"]] = allocate(device, argument, Path(call["inputs_dir"]))
             argtypes.append(ctypes.c_void_p)
-            arguments.append(device.pointer(arrays[argument["name"]]))
-    # A pristine copy of each input the kernel must not write: compared byte for byte after the call.
-    pristine = {a["name"]: arrays[a["name"]].copy() for a in call["arguments"]
-                if a["kind"] == "buffer" and a["role"] == "input" and not a["null"] and not a.get("mutable")}
+            arguments.append(buffer.address(device))
     wall_ms, device_ms = ctypes.c_double(-1), ctypes.c_double(-1)
     error = ctypes.create_string_buffer(ERROR_CAPACITY)
     function.argtypes = [*argtypes, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double),
@@ -123,19 +162,27 @@ def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], pr
         progress.emit(index=index, event="end", status="device_error",
                       message=error.value.decode(errors="replace") or f"error code {status}")
         return False
-    modified = [name for name, copy in pristine.items() if not same_bytes(device, arrays[name], copy)]
-    del pristine
     output_dir = Path(call["output_dir"])
     output_dir.mkdir(parents=True, exist_ok=True)
+    modified: list[str] = []
+    out_of_bounds: list[str] = []
     for argument in call["arguments"]:
-        if argument["kind"] == "buffer" and argument["role"] == "output" and not argument["null"]:
-            size = int(np.prod(argument["shape"]))
-            host = device.to_host(arrays[argument["name"]][:size]).reshape(argument["shape"])
-            np.save(output_dir / f"{argument['name']}.npy", host)
-    del arrays
+        if argument["kind"] != "buffer" or argument["null"]:
+            continue
+        buffer = buffers.pop(argument["name"])
+        after = device.to_host(buffer.allocation)
+        if outside := buffer.outside_writes(after):
+            out_of_bounds.append(outside)
+        if argument["role"] == "input" and not argument.get("mutable") and buffer.inside_changed(after):
+            modified.append(buffer.name)  # the next case, or the caller in the real program, would read garbage
+        if argument["role"] == "output":
+            inside = after[buffer.margin: buffer.margin + int(np.prod(argument["shape"]))]
+            np.save(output_dir / f"{buffer.name}.npy", inside.reshape(argument["shape"]))
+        del buffer, after
     device.release()
     progress.emit(index=index, event="end", status="ok", wall_ms=wall_ms.value,
-                  device_ms=device_ms.value if device_ms.value >= 0 else None, inputs_modified=modified)
+                  device_ms=device_ms.value if device_ms.value >= 0 else None, inputs_modified=modified,
+                  out_of_bounds=out_of_bounds)
     return True
 
 
@@ -150,7 +197,7 @@ def main(argv: list[str]) -> int:
     except Exception as error:  # no CuPy, no driver, no GPU: the machine's problem, said once and plainly
         progress.emit(event="device_unavailable", message=f"{type(error).__name__}: {error}")
         return EXIT_NO_DEVICE
-    progress.emit(event="device", name=device.name)
+    progress.emit(event="device", name=device.name, at=time.time())
     libraries: dict[str, Any] = {}
     for index in range(start, stop):
         # "start" precedes loading the library: a crash in its static constructors is this call's.

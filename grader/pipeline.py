@@ -115,6 +115,8 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
              for k, c, inputs in built.selection if built.artifacts[k.name].status == "built"]
     report = run_calls(assignment, calls, sandbox_named(options.sandbox)) if calls else None
     lap("run")
+    if report is not None:
+        lap.stages["run_start"] = round(report.start_seconds, 3)  # part of "run": harness start-up, not student code
     outcomes = {(o.kernel, o.case): o for o in report.outcomes} if report else {}
     sanitizer: dict[str, list[SanitizerReport]] = {}
     if options.sanitizer and report is not None:

@@ -66,6 +66,7 @@ class CallOutcome:
     device_ms: float | None = None
     output_dir: Path | None = None
     inputs_modified: tuple[str, ...] = ()  # input buffers the call wrote into (their hash changed)
+    out_of_bounds: tuple[str, ...] = ()  # writes just outside a buffer, in words ("32 element(s) past the end of out")
 
 
 @dataclass
@@ -75,6 +76,7 @@ class RunReport:
     outcomes: list[CallOutcome] = field(default_factory=list)
     device: str = ""
     harness_starts: int = 0
+    start_seconds: float = 0.0  # summed over harnesses: from launch to a usable device (CuPy, CUDA context)
     seconds: float = 0.0
     logs: list[str] = field(default_factory=list)  # each harness's stdout (capped), for tools that report there
 
@@ -126,6 +128,7 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limit
             shutil.rmtree(outbox, ignore_errors=True)
             outbox.mkdir()
             session = _Session(workdir, outbox, report.harness_starts)
+            launched_at = time.time()
             events, exit_reason, timed_out_index = session.run(plan_file, next_index, stop, calls, sandbox, limits,
                                                                assignment.target == "cuda", deadline, wrapper)
             report.logs.append(session.stdout_text(limits.log_bytes))
@@ -136,7 +139,9 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limit
             if not any(e.get("event") == "device" for e in events) and exit_reason != SUBMISSION_TIMEOUT:
                 # No student code was loaded yet: this is the grading machine's problem, not the student's.
                 raise GraderError(f"the harness could not start ({exit_reason}): {session.log_tail() or 'no output'}")
-            report.device = report.device or next((str(e["name"]) for e in events if e.get("event") == "device"), "")
+            ready = next((e for e in events if e.get("event") == "device"), {})
+            report.device = report.device or str(ready.get("name", ""))
+            report.start_seconds += max(0.0, (_number(ready.get("at")) or launched_at) - launched_at)
             if exit_reason == SUBMISSION_TIMEOUT and timed_out_index is None:
                 timed_out_index = next((i for i in range(next_index, stop) if i not in outcomes), None)
             next_index = _record(events, exit_reason, timed_out_index, calls, next_index, stop, outcomes, session,
@@ -346,10 +351,9 @@ def _record(events: list[dict], exit_reason: str, timed_out_index: int | None, c
             call = calls[index]
             started, expected = None, index + 1
             if event["status"] == "ok":
-                modified = event.get("inputs_modified") or []
                 outcomes[index] = CallOutcome(call.kernel.name, call.case.name, "ok", "", _number(event.get("wall_ms")),
                                               _number(event.get("device_ms")), call.output_dir,
-                                              tuple(str(m) for m in modified if isinstance(m, str)))
+                                              _strings(event.get("inputs_modified")), _strings(event.get("out_of_bounds")))
             else:
                 outcomes[index] = CallOutcome(call.kernel.name, call.case.name, "crashed",
                                               f"CUDA error after the call: {str(event.get('message', ''))[:LOG_TAIL]}")
@@ -391,6 +395,10 @@ def _tampered(event: dict, calls: list[Call], start: int, outcomes: dict[int, Ca
                                   f"the harness's progress channel was tampered with (unexpected event {shown}); "
                                   "the kernel's results are void")
     return _skip_rest_of_kernel(start, calls, outcomes, "not run: the progress channel of this kernel was tampered with")
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(item)[:200] for item in value[:16] if isinstance(item, str)) if isinstance(value, list) else ()
 
 
 def _number(value: object) -> float | None:

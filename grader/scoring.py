@@ -32,6 +32,10 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         # The next case (or the caller, in the real program) would read corrupted inputs: not a pass.
         passed = False
         message = f"wrote into its input(s) {', '.join(outcome.inputs_modified)}, which it must only read; " + message
+    if outcome.out_of_bounds:
+        # Memory the kernel does not own: in the real program another tensor, silently corrupted.
+        passed = False
+        message = f"wrote out of bounds: {'; '.join(outcome.out_of_bounds)}; " + message
     return CaseResult(
         name=case.name, public=case.public, status="passed" if passed else "failed", passed=passed,
         message=message, max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,

@@ -62,16 +62,18 @@ def test_gpu_attack_is_contained(name: str, backend: str, gpt2: Assignment, tmp_
         assert "wrote into its input(s) inp1" in by_name["residual"].message
     if name == "attack-gelu-device-memory-hog":
         assert "case '" in by_name["gelu"].message
+    if name == "attack-gelu-small-oob-write":
+        assert "wrote out of bounds: 32 element(s) past the end of out" in by_name["gelu"].message
 
 
-def test_memcheck_finds_the_write_past_the_end_and_deducts(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+def test_memcheck_finds_the_read_past_the_end_and_deducts(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
     if sanitizer_binary() is None:
         pytest.skip("compute-sanitizer is not installed")
-    result = grade_variant(gpt2, ATTACKS["attack-gelu-small-oob-write"], tmp_path, cache_dir, sanitizer=True,
+    result = grade_variant(gpt2, ATTACKS["attack-gelu-small-oob-read"], tmp_path, cache_dir, sanitizer=True,
                            kernels=("gelu", "residual"))
     gelu = next(k for k in result.kernels if k.name == "gelu")
     assert gelu.status == "failed" and gelu.score == gelu.max_score * 0.5, gelu.message
-    assert any("Invalid __global__ write" in line for line in gelu.sanitizer), gelu.sanitizer
+    assert any("Invalid __global__ read" in line for line in gelu.sanitizer), gelu.sanitizer
     residual = next(k for k in result.kernels if k.name == "residual")
     assert residual.status == "passed" and residual.sanitizer == []
 

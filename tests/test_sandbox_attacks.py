@@ -98,6 +98,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
         assert "SIGSEGV" in attacked.message and "case 'one-row'" in attacked.message
     if name == "attack-mutate-inputs":
         assert "wrote into its input(s) Q" in attacked.message
+    if name == "attack-small-out-of-bounds-write":
+        assert "wrote out of bounds: 8 element(s) past the end of O" in attacked.message
     if name == "attack-memory-hog":
         assert "memory limit (1024 MiB)" in attacked.message
     if name == "attack-compiler-reads-shadow":

@@ -15,6 +15,7 @@ fi
 export PYTHONUNBUFFERED=1 KERNEL_GRADER_CACHE=${KERNEL_GRADER_CACHE:-/tmp/kernel-grader-cache}
 parts=${*:-tests sandbox overhead batch}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
+nvidia-smi --query-gpu=persistence_mode --format=csv,noheader >> "$out/gpu.txt" 2>&1
 nvcc --version | tail -1 >> "$out/gpu.txt"
 (command -v bwrap unshare compute-sanitizer; id) >> "$out/gpu.txt" 2>&1
 

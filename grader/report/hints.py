@@ -26,6 +26,9 @@ def case_hints(case: CaseResult) -> list[str]:
     if case.status != "failed":
         return []
     hints = []
+    if "wrote out of bounds" in case.message:
+        hints.append("The kernel wrote just outside a buffer: a bound that lets the last block's threads through "
+                     "(check i < N in every thread that stores), or a grid rounded up without a guard.")
     elements, wrong = case.elements or 0, case.mismatches or 0
     unwritten = case.never_written or 0
     if elements and unwritten == elements:

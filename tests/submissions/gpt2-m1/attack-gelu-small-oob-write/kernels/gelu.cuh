@@ -1,5 +1,5 @@
 // Attack (attack-gelu-small-oob-write): a bound of N + 32 writes just past the buffer's end, where
-// no crash happens; only compute-sanitizer sees it.
+// no crash happens; the harness's poisoned margin sees it.
 #ifndef GELU_CUH
 #define GELU_CUH
 
