@@ -191,14 +191,18 @@ def main() -> None:
     tree.start()
     if gpu:
         gpu.start()
-    output = process.communicate()[0]
+    lines = []
+    for line in process.stdout:  # passed through as it comes: a long batch shows its progress in the log
+        print(line, end="", flush=True)
+        lines.append(line)
+    process.wait()
+    output = "".join(lines)
     wall = time.perf_counter() - started
     tree.stop.set()
     if gpu:
         gpu.stop.set()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if process.returncode != 0:
-        print(output)
         raise SystemExit(f"grader batch exited with {process.returncode}")
     cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     cores = os.cpu_count() or 1
@@ -206,7 +210,7 @@ def main() -> None:
     outcomes: dict[str, int] = {}
     for result in results:
         statuses = {k.status for k in result.kernels}
-        kind = ("timeout" if "timeout" in statuses else "crashed" if "crashed" in statuses else
+        kind = (result.status if result.status != "graded" else "timeout" if "timeout" in statuses else "crashed" if "crashed" in statuses else
                 "compile_error" if "compile_error" in statuses else "passed" if statuses <= {"passed"} else "failed")
         outcomes[kind] = outcomes.get(kind, 0) + 1
     samples = tree.samples or [(False, False)]
@@ -222,10 +226,10 @@ def main() -> None:
         "share_both": round(sum(c and r for c, r in samples) / len(samples), 3),
         "share_neither": round(sum(not c and not r for c, r in samples) / len(samples), 3),
         "summed_stage_seconds": {stage: round(sum(r.stages.get(stage, 0.0) for r in results), 1)
-                                 for stage in ("fetch", "build", "inputs", "gold", "run", "compare_and_score")},
+                                 for stage in ("fetch", "build", "inputs", "gold", "run", "run_start", "sanitizer",
+                                               "compare_and_score")},
         "outcomes": outcomes,
     }
-    print(output.strip().splitlines()[-1] if output.strip() else "")
     print(json.dumps(figures, indent=1))
     if arguments.json:
         arguments.json.write_text(json.dumps(figures, indent=1) + "\n")

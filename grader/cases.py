@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,9 +94,10 @@ def prepare_inputs(assignment: Assignment, kernel: Kernel, case: Case, seed: See
     folder = cache_dir / "inputs" / inputs_key(assignment, kernel, case, seed)
     if (folder / "COMPLETE").is_file():
         return folder
-    staging = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # A staging folder of its own: other threads and graders may be writing the same inputs right now.
+    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp", dir=folder.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would hide the inputs from the sandbox's unprivileged user
     for name, array in make_case_inputs(assignment, kernel, case, seed).items():
         np.save(staging / f"{name}.npy", array)
     (staging / "COMPLETE").write_text("")

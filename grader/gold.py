@@ -7,8 +7,8 @@ class of 300 computes each case's gold once.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +57,8 @@ def _gold_folder(cache_dir: Path, artifact: Artifact, inputs: Path) -> Path:
 
 def _compute(assignment: Assignment, missing: list[tuple[Kernel, Case, Path]], artifacts: dict[str, Artifact],
              folders: dict[GoldKey, Path], sandbox: Sandbox) -> None:
-    staging = {(k.name, c.name): folders[(k.name, c.name)].with_name(folders[(k.name, c.name)].name + f".tmp{os.getpid()}")
+    run = uuid.uuid4().hex  # staging folders of this computation alone: another may be writing the same gold
+    staging = {(k.name, c.name): folders[(k.name, c.name)].with_name(f"{folders[(k.name, c.name)].name}.tmp-{run}")
                for k, c, _ in missing}
     calls = [Call(k, c, artifacts[k.name].library, inputs, staging[(k.name, c.name)])  # type: ignore[arg-type]
              for k, c, inputs in missing]

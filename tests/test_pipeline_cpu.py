@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from grader.cases import Seed, make_case_inputs
+from grader.cases import Seed, load_inputs, make_case_inputs, prepare_inputs
 from grader.errors import SpecError
 from grader.pipeline import Options, grade
 from grader.results import Result
@@ -108,6 +109,21 @@ def test_public_only_runs_public_cases_and_secret_changes_hidden_inputs(flash: A
     again = make_case_inputs(flash, kernel, case, Seed(flash.public_seed, "s3cret"))
     assert not np.array_equal(public["Q"], secret["Q"])
     assert np.array_equal(secret["Q"], again["Q"])
+
+
+def test_inputs_written_by_many_threads_at_once_are_whole(flash: Assignment, cache_dir: Path) -> None:
+    """A batch's build threads all prepare the same cases at once: each must get complete, identical files."""
+    kernel = flash.kernel("flash_attention")
+    case = max(kernel.cases, key=lambda c: c.params["N"])
+    seed = Seed(flash.public_seed, "s3cret")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        folders = list(pool.map(lambda _: prepare_inputs(flash, kernel, case, seed, cache_dir), range(16)))
+    assert len(set(folders)) == 1
+    expected = make_case_inputs(flash, kernel, case, seed)
+    written = load_inputs(folders[0])
+    assert written.keys() == expected.keys() and all(np.array_equal(written[k], expected[k]) for k in expected)
+    assert [p.name for p in folders[0].parent.iterdir() if ".tmp" in p.name] == []
+    assert folders[0].stat().st_mode & 0o005 == 0o005  # readable by the sandbox's unprivileged user
 
 
 def test_second_grading_reuses_builds_and_gold(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:

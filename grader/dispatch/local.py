@@ -59,12 +59,6 @@ class LocalExecutor:
             return
         # Each submission compiles its kernels one after another; the pool runs many submissions at once.
         build_options = dataclasses.replace(options, jobs=1)
-        try:
-            prepare_gold(assignment, options)  # once, before the fan-out: every run then reads the cache
-        except GraderError as error:
-            for job in jobs:
-                on_result(job, _error(assignment, options, job, f"gold outputs could not be prepared: {error}"))
-            return
         finished: queue.Queue[tuple[Job, Result]] = queue.Queue()
         ready: queue.Queue[tuple[Job, Built] | None] = queue.Queue()
         slots = self.slots(assignment)
@@ -105,12 +99,19 @@ class LocalExecutor:
                 pool.shutdown(wait=True, cancel_futures=True)
 
         builders = ThreadPoolExecutor(max_workers=self.build_jobs, thread_name_prefix="kg-build")
+        for job in jobs:  # builds need no gold: they compile while the reference runs
+            builders.submit(build, job)
+        try:
+            prepare_gold(assignment, options)  # once, before any run: every score then reads the cache
+        except GraderError as error:
+            builders.shutdown(wait=True, cancel_futures=True)
+            for job in jobs:
+                on_result(job, _error(assignment, options, job, f"gold outputs could not be prepared: {error}"))
+            return
         runners = [threading.Thread(target=run_slot, args=(device,), daemon=True) for device in slots]
         for runner in runners:
             runner.start()
         try:
-            for job in jobs:
-                builders.submit(build, job)
             for _ in jobs:
                 job, result = finished.get()
                 on_result(job, result)
