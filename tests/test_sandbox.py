@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.errors import GraderError
 from grader.sandbox import Limits, Mounts, sandbox_named
+from grader.sandbox.docker import docker_client
 from grader.sandbox.local import NamespaceSandbox
 
 from sandbox_fixtures import loopback_listener, backend, docker_ready, sandbox_processes  # noqa: F401  (fixtures)
@@ -177,3 +179,18 @@ def test_whole_pipeline_grades_through_the_unshare_fallback(tmp_path: Path, monk
     flash = load_assignment("flash-attention-cpu")
     result = grade(flash.reference_dir, flash, Options(cache_dir=tmp_path / "cache"))
     assert result.score == result.max_score, [k.message for k in result.kernels]
+
+
+def test_docker_gpu_request_without_the_nvidia_runtime_says_so(tmp_path: Path, docker_ready: None) -> None:
+    """The GPU device request really reaches the daemon; one without the NVIDIA runtime refuses it, in words."""
+    if shutil.which("nvidia-container-runtime") or shutil.which("nvidia-ctk"):
+        pytest.skip("this daemon may have the NVIDIA runtime: the GPU tests cover it")
+    writable = tmp_path / "w"
+    writable.mkdir()
+    ours = {"label": "kernel-grader=sandbox"}
+    before = {c.id for c in docker_client().containers.list(all=True, filters=ours)}
+    with pytest.raises(GraderError, match=r"cannot give this container a GPU: .*NVIDIA container runtime.*"
+                                          r"--sandbox local; Docker said: .*gpu"):
+        sandbox_named("docker").start(["python3", "-c", "pass"], cwd=writable, mounts=Mounts(writable=writable, gpu=True),
+                                      limits=Limits(), stdout=tmp_path / "o", stderr=tmp_path / "e", env={})
+    assert {c.id for c in docker_client().containers.list(all=True, filters=ours)} <= before  # the refused one is removed

@@ -157,6 +157,10 @@ class DockerSandbox:
             container.start()
         except docker.errors.APIError as error:
             container.remove(force=True)
+            if mounts.gpu and "device driver" in str(error):
+                raise GraderError("the docker sandbox cannot give this container a GPU: the Docker daemon has no "
+                                  "NVIDIA container runtime (install nvidia-container-toolkit and restart dockerd), "
+                                  f"or grade with --sandbox local; Docker said: {error.explanation or error}") from None
             raise GraderError(f"the docker sandbox could not start a container: {error}") from None
         return DockerProcess(container, threads, limits)
 
