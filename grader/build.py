@@ -17,10 +17,11 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from grader.sandbox import Limits, Mounts, Sandbox
 from grader.shim import shim_filename, shim_source
@@ -132,12 +133,25 @@ def build_kernel(assignment: Assignment, kernel: Kernel, root: Path, cache_dir: 
         forbidden: tuple[str, ...] = ()
         folder.mkdir(parents=True, exist_ok=True)
         if status == "built":
-            shutil.copyfile(workdir / "lib.so", folder / "lib.so.tmp")
-            os.replace(folder / "lib.so.tmp", folder / "lib.so")
-            forbidden = forbidden_symbols_in(folder / "lib.so", kernel.forbidden_symbols)
-    record.write_text(json.dumps({"status": status, "message": message, "forbidden_symbols": forbidden}))
+            forbidden = forbidden_symbols_in(workdir / "lib.so", kernel.forbidden_symbols)
+        save_build(folder, workdir / "lib.so" if status == "built" else None,
+                   {"status": status, "message": message, "forbidden_symbols": forbidden})
     library = folder / "lib.so" if status == "built" else None
     return Artifact(kernel.name, status, library, message, forbidden, False, time.perf_counter() - started)
+
+
+def save_build(folder: Path, library: Path | None, record: dict[str, Any]) -> None:
+    """Put a build into its cache entry: the library (if any), then the record that vouches for it.
+
+    Other graders (Slurm tasks, batch threads) may be writing the same entry at once: each writes
+    files of its own and renames them into place, so a reader sees a whole file or none.
+    """
+    unique = f".tmp-{uuid.uuid4().hex}"
+    if library is not None:
+        shutil.copyfile(library, folder / f"lib.so{unique}")
+        os.replace(folder / f"lib.so{unique}", folder / "lib.so")
+    (folder / f"build.json{unique}").write_text(json.dumps(record))
+    os.replace(folder / f"build.json{unique}", folder / "build.json")
 
 
 def _collect_files(assignment: Assignment, kernel: Kernel, root: Path) -> tuple[dict[str, bytes], list[str]]:

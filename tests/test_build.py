@@ -5,12 +5,13 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from grader.build import build_submission, summarise_compiler_output
+from grader.build import build_submission, save_build, summarise_compiler_output
 from grader.shim import SHIM_SYMBOL, shim_source
 from grader.spec import Assignment, load_assignment
 
@@ -105,3 +106,29 @@ def test_compiler_output_puts_errors_first_and_is_bounded() -> None:
     summary = summarise_compiler_output(output)
     assert summary.startswith('kernels/x.cuh(3): error')
     assert len(summary) < 4200 and summary.endswith("[... compiler output truncated]")
+
+
+def test_graders_building_the_same_kernel_at_once_all_get_a_whole_library(tmp_path: Path) -> None:
+    """Slurm tasks and batch threads share one build cache: simultaneous writers of one entry must not clash."""
+    flash = load_assignment("flash-attention-cpu")
+    cache = tmp_path / "cache"
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        artifacts = list(pool.map(lambda _: build_submission(flash, flash.reference_dir, cache)["flash_attention"],
+                                  range(4)))
+    assert {a.status for a in artifacts} == {"built"} and len({a.library for a in artifacts}) == 1
+    library = ctypes.CDLL(str(artifacts[0].library))
+    assert hasattr(library, SHIM_SYMBOL)
+    entry = artifacts[0].library.parent
+    assert sorted(p.name for p in entry.iterdir()) == ["build.json", "lib.so"]  # no stray temporaries
+
+
+def test_simultaneous_writers_of_one_cache_entry_never_clash(tmp_path: Path) -> None:
+    library = tmp_path / "built.so"
+    library.write_bytes(bytes(range(256)) * 4096)  # 1 MiB: long enough for writers to overlap
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    record = {"status": "built", "message": "", "forbidden_symbols": []}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda _: save_build(entry, library, record), range(64)))  # raises if one clashed
+    assert (entry / "lib.so").read_bytes() == library.read_bytes()
+    assert sorted(p.name for p in entry.iterdir()) == ["build.json", "lib.so"]
