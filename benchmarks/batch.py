@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from grader.cli.batch import outcome  # noqa: E402
 from grader.samples import compose, variants  # noqa: E402
 from grader.spec import load_assignment  # noqa: E402
 from grader.store import Store  # noqa: E402
@@ -191,12 +192,10 @@ def main() -> None:
     tree.start()
     if gpu:
         gpu.start()
-    lines = []
+    assert process.stdout is not None
     for line in process.stdout:  # passed through as it comes: a long batch shows its progress in the log
         print(line, end="", flush=True)
-        lines.append(line)
     process.wait()
-    output = "".join(lines)
     wall = time.perf_counter() - started
     tree.stop.set()
     if gpu:
@@ -209,9 +208,8 @@ def main() -> None:
     results = Store(store).latest(assignment.name)
     outcomes: dict[str, int] = {}
     for result in results:
-        statuses = {k.status for k in result.kernels}
-        kind = (result.status if result.status != "graded" else "timeout" if "timeout" in statuses else "crashed" if "crashed" in statuses else
-                "compile_error" if "compile_error" in statuses else "passed" if statuses <= {"passed"} else "failed")
+        # The batch's own words, with time-outs told apart from crashes (the mix builds both).
+        kind = "timeout" if any(k.status == "timeout" for k in result.kernels) else outcome(result)
         outcomes[kind] = outcomes.get(kind, 0) + 1
     samples = tree.samples or [(False, False)]
     figures = {

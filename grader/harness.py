@@ -65,7 +65,8 @@ class Device:
             self.name = platform.processor() or platform.machine()
 
     def to_host(self, array: Any) -> np.ndarray:
-        return array.get() if self.target == "cuda" else array.copy()
+        """The buffer's contents on the host (a NumPy buffer already is: read it in place)."""
+        return array.get() if self.target == "cuda" else array
 
     def release(self) -> None:
         if self.target == "cuda":
