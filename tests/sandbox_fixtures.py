@@ -103,12 +103,35 @@ def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def orphaned_harnesses() -> list[str]:
-    """Harness processes (and whatever they forked) still alive although their run's folder is gone."""
+def orphaned_harnesses(own: set[str] | None = None) -> list[str]:
+    """Harness processes (and whatever they forked) still alive although their run's folder is gone.
+
+    `own`: the run folders of this test (see `run_folders`), so that another grader running beside
+    the tests, whose harnesses come and go, is never counted.
+    """
     orphans = []
     for line in sandbox_processes("grader.harness"):
         words = line.split()
         plan = next((w for w in words if w.endswith("plan.json")), None)
-        if plan is not None and not Path(plan).exists():
+        if plan is None or Path(plan).exists():
+            continue
+        if own is None or str(Path(plan).parent) in own:
             orphans.append(line)
     return orphans
+
+
+@pytest.fixture
+def run_folders(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The run folders (kg-run-*) that this test's gradings create: what its harnesses' plans live in."""
+    import tempfile
+
+    created: set[str] = set()
+    original = tempfile.TemporaryDirectory
+
+    class Recording(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            created.add(self.name)
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", Recording)
+    return created

@@ -17,7 +17,7 @@ from grader.samples import Variant, variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 
 from conftest import grade_variant
-from sandbox_fixtures import ATTACK_PORT, loopback_listener, backend, docker_ready, orphaned_harnesses  # noqa: F401  (fixtures)
+from sandbox_fixtures import ATTACK_PORT, loopback_listener, backend, docker_ready, orphaned_harnesses, run_folders  # noqa: F401  (fixtures)
 
 ATTACKS = {v.name: v for v in variants(load_assignment("flash-attention-cpu")) if v.name.startswith("attack-")}
 SECRET = "correct-horse-battery-staple"
@@ -64,7 +64,8 @@ def check_contained(result: Result, variant: Variant) -> None:
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_path: Path, cache_dir: Path,
-                             host_listener, victim: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                             host_listener, victim: Path, monkeypatch: pytest.MonkeyPatch,
+                             run_folders: set[str]) -> None:
     # The secret sits in the grader's own environment, as an instructor's shell would have it.
     monkeypatch.setenv("KERNEL_GRADER_SECRET", SECRET)
     for leftover in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
@@ -78,7 +79,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
     attacked = next(k for k in result.kernels if k.name == variant.kernel)
     # Whatever the attack started is gone with its sandbox.
     time.sleep(0.1)
-    assert orphaned_harnesses() == []
+    assert run_folders, "the test saw none of its own run folders"
+    assert orphaned_harnesses(run_folders) == []  # this test's own harnesses only
     assert seconds < 60
     if name == "attack-network":
         assert host_listener == []
@@ -100,8 +102,13 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
         assert "wrote into its input(s) Q" in attacked.message
     if name == "attack-small-out-of-bounds-write":
         assert "wrote out of bounds: 8 element(s) past the end of O" in attacked.message
-    if name == "attack-memory-hog":
-        assert "memory limit (1024 MiB)" in attacked.message
+    if name in ("attack-memory-hog", "attack-host-memory-hog"):
+        assert "exceeded the memory limit (1 GiB)" in attacked.message
+    if name == "attack-fill-private-tmp":
+        assert "filled its private /tmp (256 MiB)" in attacked.message
+        assert not Path("/tmp/kernel-grader-fill-attack").exists()
+    if name == "attack-flood-output-files":
+        assert "created more than 10000 files in its output folder" in attacked.message
     if name == "attack-compiler-reads-shadow":
         assert "/etc/shadow" in attacked.message and "root:" not in attacked.message
     if name == "attack-fork-bomb":

@@ -17,11 +17,19 @@ NOBODY = 65534  # the uid and gid student code runs as, where the backend can sw
 class Limits:
     """Resource limits for one harness process tree."""
 
-    memory_bytes: int | None = 8 << 30  # host memory, by cgroup (an address-space cap would break CUDA)
+    memory_bytes: int | None = 8 << 30  # host memory: by cgroup, else by the RSS watchdog (+ RLIMIT_DATA)
     processes: int | None = 512  # processes and threads: CUDA and OpenBLAS start a few per core
     open_files: int = 1024
     file_size_bytes: int = 1 << 30  # no single file larger than this
-    output_bytes: int = 2 << 30  # the whole writable folder
+    output_bytes: int = 2 << 30  # the whole writable folder (a host folder: the machine's disk)
+    output_files: int = 10_000  # entries (files, folders, links) in the writable folder
+    tmp_bytes: int = 256 << 20  # each private tmpfs (/tmp, /dev/shm): RAM, outside the memory limit
+    tmp_inodes: int = 10_000  # files in each private tmpfs (an inode costs kernel memory, not tmpfs bytes)
+    # RLIMIT_DATA (private writable mappings) where no cgroup bounds memory, behind the watchdog.
+    # Measured on an H200: CuPy, a CUDA context, kernels and copies start under it (CUDA's large
+    # reservations are PROT_NONE) and a malloc past it fails. False turns it off.
+    rlimit_data: bool = True
+    watch_interval_s: float = 0.02  # how often the watchdog samples the tree's memory and tmpfs
     cpu_seconds: int | None = None
     log_bytes: int = 1 << 20  # stdout and stderr each keep this much; the rest is counted, not kept
     cpus: float | None = None  # CPU share (docker), None: all
@@ -37,9 +45,14 @@ class Mounts:
 
 
 class Process(Protocol):
+    applied: tuple[str, ...]  # the limits its start really applied, with their values
+
     def poll(self) -> int | None: ...
     def kill(self) -> None: ...
     def wait(self, timeout: float | None = None) -> int: ...
+    def limit_hit(self) -> str | None:
+        """Which limit ended the run, in words ("exceeded the memory limit (1 GiB)"); read before `kill`."""
+        ...
 
 
 class Sandbox(Protocol):
@@ -48,9 +61,22 @@ class Sandbox(Protocol):
     def start(self, command: list[str], *, cwd: Path, mounts: Mounts, limits: Limits,
               stdout: Path, stderr: Path, env: dict[str, str]) -> Process: ...
 
-    def enforced(self) -> list[str]:
-        """The limits this backend really enforces here, for the result."""
+    def enforced(self, limits: Limits | None = None, gpu: bool = False) -> list[str]:
+        """What the last `start` applied; with `limits` (or before any start), what a start would apply here."""
         ...
+
+
+def in_mib(count: int) -> str:
+    """Bytes as the enforcement record writes a limit: exact MiB where whole (4096 MiB), else in words."""
+    return f"{count >> 20} MiB" if count % (1 << 20) == 0 else size_in_words(count)
+
+
+def size_in_words(count: int) -> str:
+    """Bytes as a person writes them: 4 GiB, 1.25 GiB, 256 MiB, 64 KiB."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):.2f}".rstrip("0").rstrip(".") + f" {unit}"
+    return f"{count} bytes"
 
 
 def sandbox_named(name: str) -> Sandbox:

@@ -1,11 +1,12 @@
 """The `docker` backend: one container per harness, through the docker SDK.
 
-No network (`network_mode="none"`), a read-only root with a tmpfs /tmp, an init process, every
-capability dropped, no-new-privileges, nobody as the user, pids/memory/CPU limits, the paths the
-runner names bind-mounted at the same place (read-only but for the one writable folder), and the
-GPU by a device request when the assignment needs one. The image is `ci/Dockerfile`
-(`$KERNEL_GRADER_IMAGE`, default `kernel-grader:local`); the daemon is `$DOCKER_HOST`, else the one
-`ci/setup/docker.sh` starts, else the default socket.
+No network (`network_mode="none"`), a read-only root with a bounded tmpfs /tmp and /dev/shm, an
+init process, every capability dropped, no-new-privileges, nobody as the user, pids/memory/CPU
+limits (the container's cgroup), the paths the runner names bind-mounted at the same place
+(read-only but for the one writable folder, which the watchdog bounds), and the GPU by a device
+request when the assignment needs one. Each start records what it applied; `enforced()` reports it.
+The image is `ci/Dockerfile` (`$KERNEL_GRADER_IMAGE`, default `kernel-grader:local`); the daemon is
+`$DOCKER_HOST`, else the one `ci/setup/docker.sh` starts, else the default socket.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import threading
 from pathlib import Path
 
 from grader.errors import GraderError
-from grader.sandbox import NOBODY, Limits, Mounts
+from grader.sandbox import NOBODY, Limits, Mounts, in_mib, size_in_words
 from grader.sandbox.local import _give_to_nobody, make_readable
 from grader.sandbox.streams import CappedLog, drain_chunks
+from grader.sandbox.watchdog import Watch, Watchdog
 
 DEFAULT_IMAGE = "kernel-grader:local"
 CI_SOCKET = "/var/run/kernel-grader-docker.sock"  # where ci/setup/docker.sh starts its daemon
@@ -47,12 +49,23 @@ def docker_client():
 
 
 class DockerProcess:
-    def __init__(self, container, threads: list[threading.Thread], limits: Limits) -> None:
+    def __init__(self, container, threads: list[threading.Thread], limits: Limits, applied: list[str],
+                 watch: Watch | None = None, pid: int | None = None) -> None:
         self._container = container
         self._threads = threads
         self._limits = limits
         self._exit: int | None = None
         self._state: dict = {}
+        self.applied = tuple(applied)
+        # The writable folder is the host's: the container's cgroup does not bound it. A full tmpfs stops
+        # the run here as in the local backend, where the container's processes are visible (`pid`).
+        self._watchdog = Watchdog(pid, watch, self._stop_container).start() if watch is not None else None
+
+    def _stop_container(self) -> None:
+        try:
+            self._container.kill()
+        except Exception:
+            pass
 
     def poll(self) -> int | None:
         if self._exit is None:
@@ -81,12 +94,16 @@ class DockerProcess:
         return code
 
     def limit_hit(self) -> str | None:
+        if self._watchdog is not None and self._watchdog.hit:
+            return self._watchdog.hit
         if self._state.get("OOMKilled"):
-            return f"reached the memory limit ({(self._limits.memory_bytes or 0) >> 20} MiB)"
+            return f"exceeded the memory limit ({size_in_words(self._limits.memory_bytes or 0)})"
         return None
 
     def kill(self) -> None:
         """Kill and remove the container: with it goes every process the code started."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
         try:
             self._container.remove(force=True)
         except Exception:
@@ -101,6 +118,7 @@ class DockerSandbox:
     def __init__(self, image: str | None = None) -> None:
         self.image = image or os.environ.get("KERNEL_GRADER_IMAGE", DEFAULT_IMAGE)
         self._client = None
+        self._applied: tuple[str, ...] | None = None
 
     @property
     def client(self):
@@ -135,11 +153,13 @@ class DockerSandbox:
                    docker.types.Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes)]
         if limits.cpu_seconds:
             ulimits.append(docker.types.Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds))
+        # RAM-backed: bounded in bytes and inodes (an inode costs kernel memory that no size counts).
+        tmpfs = f"rw,nosuid,nodev,size={limits.tmp_bytes},nr_inodes={limits.tmp_inodes},mode=1777"
         try:
             container = self.client.containers.create(
                 self.image, command=command, user=f"{NOBODY}:{NOBODY}", working_dir=str(cwd),
                 environment=environment, network_mode="none", read_only=True,
-                tmpfs={"/tmp": "rw,nosuid,nodev,size=1g,mode=1777"}, init=True, cap_drop=["ALL"],
+                tmpfs={"/tmp": tmpfs, "/dev/shm": tmpfs}, init=True, cap_drop=["ALL"],
                 security_opt=["no-new-privileges"], pids_limit=limits.processes or -1,
                 mem_limit=limits.memory_bytes or 0, memswap_limit=limits.memory_bytes or -1,
                 nano_cpus=int(limits.cpus * 1e9) if limits.cpus else 0, ulimits=ulimits, volumes=volumes,
@@ -162,14 +182,61 @@ class DockerSandbox:
                                   "NVIDIA container runtime (install nvidia-container-toolkit and restart dockerd), "
                                   f"or grade with --sandbox local; Docker said: {error.explanation or error}") from None
             raise GraderError(f"the docker sandbox could not start a container: {error}") from None
-        return DockerProcess(container, threads, limits)
+        pid = _local_pid(container)
+        watch = _watch(limits, mounts, tmpfs=pid is not None)
+        process = DockerProcess(container, threads, limits, self._record(limits, mounts, watch), watch, pid)
+        self._applied = process.applied
+        return process
 
-    def enforced(self) -> list[str]:
-        limits = Limits()
-        return ["no network (network_mode none)", "read-only root filesystem, tmpfs /tmp",
-                "read-only mounts of inputs and library; one writable output folder",
-                f"runs as nobody ({NOBODY}), all capabilities dropped, no-new-privileges", "init process",
-                f"memory {(limits.memory_bytes or 0) >> 20} MiB, swap off (cgroup)",
-                f"processes/threads {limits.processes} (pids limit)", "no core dumps", "open-file limit",
-                "file-size limit", "stdout/stderr capped", "container removed at the end (all processes gone)",
-                "clean environment (no secrets)"]
+    def _record(self, limits: Limits, mounts: Mounts, watch: Watch | None) -> list[str]:
+        """What `start` passes to the daemon (and the watchdog), in words."""
+        applied = ["no network (network_mode none)",
+                   f"read-only root filesystem; /tmp, /dev/shm: tmpfs {in_mib(limits.tmp_bytes)}, "
+                   f"{limits.tmp_inodes} inodes each",
+                   "read-only mounts of inputs and library; one writable output folder",
+                   f"runs as nobody ({NOBODY}), all capabilities dropped, no-new-privileges", "init process"]
+        applied.append(f"memory {in_mib(limits.memory_bytes)} (cgroup), swap off" if limits.memory_bytes
+                       else "memory: no limit")
+        applied.append(f"processes/threads {limits.processes} (pids limit)" if limits.processes
+                       else "processes/threads: no limit")
+        if limits.cpus:
+            applied.append(f"CPU share {limits.cpus:g} cores")
+        if watch is not None:
+            applied += watch.describe()
+            if watch.tmpfs_bytes:
+                applied.append("a full /tmp or /dev/shm stops the run (watchdog)")
+        applied += ["no core dumps", f"open files {limits.open_files}",
+                    f"file size {size_in_words(limits.file_size_bytes)}"]
+        if limits.cpu_seconds:
+            applied.append(f"CPU time {limits.cpu_seconds} s (RLIMIT_CPU)")
+        applied += [f"stdout/stderr capped at {size_in_words(limits.log_bytes)} each",
+                    "container removed at the end (all processes gone)", "clean environment (no secrets)"]
+        return applied
+
+    def enforced(self, limits: Limits | None = None, gpu: bool = False) -> list[str]:
+        """What the last start applied; else (or with `limits`) what a start would apply."""
+        if limits is None and self._applied is not None:
+            return list(self._applied)
+        limits = limits or Limits()
+        mounts = Mounts(writable=Path("."), gpu=gpu)
+        return self._record(limits, mounts, _watch(limits, mounts, tmpfs=False))
+
+
+def _watch(limits: Limits, mounts: Mounts, tmpfs: bool) -> Watch | None:
+    if mounts.writable is None and not tmpfs:
+        return None
+    output = {"output": mounts.writable, "output_bytes": limits.output_bytes, "output_files": limits.output_files}
+    return Watch(**(output if mounts.writable is not None else {}), interval_s=limits.watch_interval_s,
+                 **({"tmpfs_bytes": limits.tmp_bytes, "tmpfs_inodes": limits.tmp_inodes} if tmpfs else {}))
+
+
+def _local_pid(container) -> int | None:
+    """The container's first process as this machine's /proc shows it; None where the daemon runs elsewhere."""
+    try:
+        container.reload()
+        pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        if pid > 0 and container.id in Path(f"/proc/{pid}/cgroup").read_text():
+            return pid
+    except Exception:
+        pass
+    return None

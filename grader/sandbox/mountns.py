@@ -2,8 +2,9 @@
 
     unshare --mount --net --pid --ipc --uts --fork --kill-child python .../mountns.py SPEC_JSON -- COMMAND...
 
-Runs as root, first in the new namespaces: builds a root of tmpfs with the same binds bubblewrap
-would make (read-only but for the writable ones), a fresh /proc, a minimal /dev, brings up the
+Runs as root, first in the new namespaces: bounds the new IPC namespace's SysV memory, builds a
+root of tmpfs with the same binds bubblewrap would make (read-only but for the writable ones), a
+fresh /proc, a minimal /dev, every tmpfs bounded in bytes and inodes (they are RAM), brings up the
 loopback interface, chroots into it and execs COMMAND (which drops to nobody with setpriv).
 """
 
@@ -55,23 +56,32 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
 
 
+def _tmpfs(spec: dict, folder: str, mode: str) -> str:
+    """Mount options of one private tmpfs: its mode and its bounds."""
+    return f"mode={mode},size={spec['tmpfs'][folder]},nr_inodes={spec['inodes']}"
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[1])
     command = argv[argv.index("--") + 1:]
+    for name, value in spec["sysctls"].items():  # the IPC namespace's own: a detached segment is in no RSS
+        with open(f"/proc/sys/kernel/{name}", "w") as setting:
+            setting.write(str(value))
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs(spec, "/", "0755"))
     for link, target in spec["symlinks"]:
         os.symlink(target, NEW_ROOT + link)
     os.makedirs(NEW_ROOT + "/proc", exist_ok=True)
     _mount("proc", NEW_ROOT + "/proc", "proc", MS_NOSUID | MS_NODEV)
     os.makedirs(NEW_ROOT + "/dev", exist_ok=True)
-    _mount("tmpfs", NEW_ROOT + "/dev", "tmpfs", MS_NOSUID, "mode=0755")
+    _mount("tmpfs", NEW_ROOT + "/dev", "tmpfs", MS_NOSUID, _tmpfs(spec, "/dev", "0755"))
     for device in [f"/dev/{d}" for d in DEVICES] + spec["devices"]:
         if os.path.exists(device):
             _bind(device, NEW_ROOT + device, False)
     for folder in ("/dev/shm", "/tmp", "/run"):
         os.makedirs(NEW_ROOT + folder, exist_ok=True)
-        _mount("tmpfs", NEW_ROOT + folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        _mount("tmpfs", NEW_ROOT + folder, "tmpfs", MS_NOSUID | MS_NODEV,
+               _tmpfs(spec, folder, "1777" if folder != "/run" else "0755"))
     # Binds after the tmpfs folders: a bind under /tmp (the run's plan) must sit on top of the private /tmp.
     for source, read_only in spec["binds"]:
         if os.path.exists(source):
