@@ -14,7 +14,10 @@ import hashlib
 import os
 import re
 import shutil
+import signal
+import subprocess
 import threading
+import time
 import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,11 +56,30 @@ def checkout_folder(path: Path) -> Checkout:
 # ---------------------------------------------------------------- batches: deadlines, clones, pins
 
 DAY = datetime.timedelta(days=1)
-# Never wait for a password, and give up on a transfer that stalls for a minute: one dead server
-# must not hold up the class.
+# Never wait for a password, and give up on a transfer that stalls: one dead server must not hold
+# up the class. The low-speed abort covers http(s); the hard limit per repository (FETCH_TIMEOUT_S,
+# `--fetch-timeout`) covers every protocol, git:// and a silent ssh server included.
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true",
-            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=30",
-            "GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "60"}
+            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=30 -o ServerAliveInterval=15",
+            "GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "30"}
+_GIT_CONFIG = ("-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30")
+FETCH_TIMEOUT_S = 120.0
+
+
+class FetchTimeout(Exception):
+    """A clone or fetch that ran past its time limit (its git processes were killed)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer within {seconds:g} s")
+        self.seconds = seconds
+
+
+class GitFailed(Exception):
+    """A git command that exited non-zero; `stderr` says why."""
+
+    def __init__(self, stderr: str) -> None:
+        super().__init__(stderr)
+        self.stderr = stderr
 
 
 def parse_deadline(text: str) -> datetime.datetime:
@@ -156,11 +178,14 @@ class Pin:
     pushes: list[Push] | None = None  # --pin push-log: this student's pushes
 
 
-def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin) -> Fetched | NotSubmitted:
+def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
+                     timeout_s: float = FETCH_TIMEOUT_S) -> Fetched | NotSubmitted:
     """Clone or update `source` (URL or path) into the cache and check out the commit the pin chooses.
 
-    A plain folder (not a git repository) is graded as it is. Raises SubmissionError for the
-    instructor's mistakes (a roster commit or a pushed commit that the repository lacks).
+    A plain folder (not a git repository) is graded as it is. A clone or fetch that takes longer
+    than `timeout_s` is killed and the student is not submitted, with the reason. Raises
+    SubmissionError for the instructor's mistakes (a roster commit or a pushed commit that the
+    repository lacks).
     """
     import git
 
@@ -177,8 +202,11 @@ def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin) -> Fe
         source = str(local.resolve())
     folder = cache_dir / f"{_slug(student)}-{hashlib.sha256(source.encode()).hexdigest()[:10]}"
     try:
-        repo = _clone_or_fetch(source, folder)
-    except git.GitCommandError as error:
+        repo = _clone_or_fetch(source, folder, timeout_s)
+    except FetchTimeout as error:
+        return NotSubmitted(f"{source}: fetching took longer than {error.seconds:g} s (the server did not answer "
+                            "in time; --fetch-timeout sets the limit), so it was stopped")
+    except (git.GitCommandError, GitFailed) as error:
         return NotSubmitted(f"{source}: {_git_message(error)}")
     ref = _default_branch(repo)
     if ref is None:
@@ -221,28 +249,57 @@ def _is_local(source: str) -> bool:
     return "://" not in source and not re.match(r"^[\w.-]+@[\w.-]+:", source)
 
 
-def _clone_or_fetch(source: str, folder: Path):
+def _clone_or_fetch(source: str, folder: Path, timeout_s: float):
     import git
 
+    started = time.monotonic()
     if (folder / ".git").is_dir():
-        repo = git.Repo(folder)
-        with repo.git.custom_environment(**_GIT_ENV):
-            repo.git.fetch("--prune", "--force", "origin", "+refs/heads/*:refs/remotes/origin/*")
-            try:
-                repo.git.remote("set-head", "origin", "--auto")
-            except git.GitCommandError:
-                pass  # still empty: _default_branch says so
-        return repo
+        _git(["fetch", "--prune", "--force", "origin", "+refs/heads/*:refs/remotes/origin/*"], folder, timeout_s)
+        try:
+            _git(["remote", "set-head", "origin", "--auto"], folder, max(1.0, timeout_s - (time.monotonic() - started)))
+        except GitFailed:
+            pass  # still empty: _default_branch says so
+        return git.Repo(folder)
     # Clone beside the final folder and rename: an interrupted clone never looks like a finished one.
-    staging = folder.with_name(folder.name + f".partial{os.getpid()}-{threading.get_ident()}")
+    staging = folder.with_name(folder.name + f"{PARTIAL}{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(staging, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
     try:
-        git.Repo.clone_from(source, staging, no_checkout=True, env=_GIT_ENV)
+        _git(["clone", "--no-checkout", "--", source, str(staging)], folder.parent, timeout_s)
         staging.rename(folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return git.Repo(folder)
+
+
+PARTIAL = ".partial"  # a clone in progress: <folder>.partial<pid>-<thread id>
+
+
+def _git(arguments: list[str], cwd: Path, timeout_s: float) -> str:
+    """Run one network git command with the batch's settings; kill it (and its helpers) past `timeout_s`."""
+    command = ["git", *_GIT_CONFIG, *arguments]
+    # A session of its own: the kill reaches git-remote-http and ssh too, which hold the pipes open.
+    process = subprocess.Popen(command, cwd=cwd, env={**os.environ, **_GIT_ENV}, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_session(process)
+        raise FetchTimeout(timeout_s) from None
+    except BaseException:
+        _kill_session(process)
+        raise
+    if process.returncode != 0:
+        raise GitFailed(stderr)
+    return stdout
+
+
+def _kill_session(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.communicate()
 
 
 def _default_branch(repo) -> str | None:

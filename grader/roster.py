@@ -48,8 +48,7 @@ def read_roster(path: Path) -> tuple[list[Entry], list[Problem]]:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as error:
         raise SubmissionError(f"roster {path}: cannot be read ({error.strerror})") from None
-    rows = [(number, row) for number, row in enumerate(csv.reader(text.splitlines()), start=1)
-            if row and any(cell.strip() for cell in row) and not row[0].lstrip().startswith("#")]
+    rows, unreadable = _rows(text)
     if not rows:
         raise SubmissionError(f"roster {path}: no students (expected lines 'student,repository[,extension_days,commit]')")
     columns = _header(rows[0][1])
@@ -60,7 +59,7 @@ def read_roster(path: Path) -> tuple[list[Entry], list[Problem]]:
     if "student" not in columns or "repository" not in columns:
         raise SubmissionError(f"roster {path} line 1: the header must name a 'student' and a 'repository' column")
     entries: list[Entry] = []
-    problems: list[Problem] = []
+    problems: list[Problem] = list(unreadable)
     seen: dict[str, int] = {}
     for number, row in rows:
         cells = {name: row[i].strip() if i < len(row) else "" for name, i in columns.items()}
@@ -74,6 +73,25 @@ def read_roster(path: Path) -> tuple[list[Entry], list[Problem]]:
             seen[entry_or_problem.student] = number
             entries.append(entry_or_problem)
     return entries, problems
+
+
+def _rows(text: str) -> tuple[list[tuple[int, list[str]]], list[Problem]]:
+    """The non-blank, non-comment rows with their line numbers, and the lines that are not CSV.
+
+    Each line is read on its own: a roster row never spans lines, and an unterminated quote must
+    cost its own row only, not swallow the rows after it.
+    """
+    rows, problems = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            cells = next(csv.reader([line], strict=True), [])
+        except csv.Error as error:
+            problems.append(Problem(number, f"unterminated quote (\") or broken CSV ({error}): {line.strip()!r}; "
+                                            "this row is ignored"))
+            continue
+        if cells and any(cell.strip() for cell in cells) and not cells[0].lstrip().startswith("#"):
+            rows.append((number, cells))
+    return rows, problems
 
 
 def _header(row: list[str]) -> dict[str, int] | None:

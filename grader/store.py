@@ -1,12 +1,23 @@
 """The results store: one SQLite file keeping every result with its student and commit.
 
 Every write is one transaction, so a crash never leaves a half-written row; a store written by
-another schema version is refused with a clear message rather than misread.
+another schema version is refused with a clear message rather than misread, and a store of an
+older layout is migrated in place (its results kept).
+
+A batch is a *run*: a row in `runs` naming the students it set out to grade; each result it saves
+carries the run's id. A run stopped half-way (kill -9, a crash) is resumed by the next batch of
+the same kind, which grades only the students the run has no result for yet.
 """
 
 from __future__ import annotations
 
+import datetime
+import json
+import os
+import socket
 import sqlite3
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.errors import StoreError
@@ -32,14 +43,63 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_by_student ON results (assignment, student, id);
 """
+# The store's own layout (the results' JSON has its own SCHEMA_VERSION). 1: results only; 2: runs.
+STORE_VERSION = 2
+_RUNS = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    assignment TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    selection TEXT NOT NULL,
+    students TEXT NOT NULL,
+    command TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT
+);
+"""
+# What a batch sets out to do: `new` grades those without a result; `regrade` everyone; `only` the
+# named students; `failed` those whose newest result failed (see FAILED_STATUSES).
+RUN_MODES = ("new", "regrade", "only", "failed")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One batch: whom it set out to grade, and whom it has graded so far."""
+
+    id: int
+    assignment: str
+    mode: str
+    selection: str  # `only`: the named students, comma-separated; else ""
+    students: tuple[str, ...]
+    command: str
+    host: str
+    pid: int
+    started_at: str
+    finished_at: str | None
+    done: frozenset[str]
+
+    @property
+    def left(self) -> list[str]:
+        """The students this run has no result for yet, in its order."""
+        return [s for s in self.students if s not in self.done]
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        """Open (or create) a store; `read_only` never creates, migrates or writes (reports and exports)."""
         self.path = path
+        self.read_only = read_only
+        # Fetch threads save not-submitted results while the grading thread saves the rest: one
+        # connection, used under one lock.
+        self._lock = threading.RLock()
+        if read_only:
+            self._open_read_only()
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(path, timeout=60)
+            self._db = sqlite3.connect(path, timeout=60, check_same_thread=False)
             with self._db:
                 self._db.executescript(_SCHEMA)
                 row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -48,37 +108,138 @@ class Store:
                 elif row[0] != str(SCHEMA_VERSION):
                     raise StoreError(f"store {path}: schema version {row[0]}, this grader reads version "
                                      f"{SCHEMA_VERSION}; use a new store file or the matching grader version")
+                self._migrate()
         except sqlite3.DatabaseError as error:
             raise StoreError(f"store {path}: not a readable results store ({error})") from None
 
-    def save(self, result: Result) -> None:
-        """Append a result (older results of the same student stay, as history)."""
+    def _open_read_only(self) -> None:
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            raise StoreError(f"store {self.path}: " + ("no such file" if not self.path.exists() else
+                                                       "is empty (not a results store)"))
+        try:
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60,
+                                       check_same_thread=False)
+            tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "results" not in tables:
+                raise StoreError(f"store {self.path}: not a results store (it has no results table)")
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+                if "meta" in tables else None
+            if row is not None and row[0] != str(SCHEMA_VERSION):
+                raise StoreError(f"store {self.path}: schema version {row[0]}, this grader reads version "
+                                 f"{SCHEMA_VERSION}; use the matching grader version")
+            self._has_runs = "runs" in tables
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"store {self.path}: not a readable results store ({error})") from None
+
+    def _migrate(self) -> None:
+        """Bring an older layout up to STORE_VERSION, keeping every result (inside the opening transaction)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()
+        version = int(row[0]) if row else 1
+        if version > STORE_VERSION:
+            raise StoreError(f"store {self.path}: store layout version {version}, this grader reads up to "
+                             f"{STORE_VERSION}; use the matching grader version")
+        if version < 2:
+            self._db.executescript(_RUNS)
+            columns = {c[1] for c in self._db.execute("PRAGMA table_info(results)")}
+            if "run_id" not in columns:
+                self._db.execute("ALTER TABLE results ADD COLUMN run_id INTEGER REFERENCES runs (id)")
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('store_version', ?)", (str(STORE_VERSION),))
+        self._has_runs = True
+
+    def save(self, result: Result, run: int | None = None) -> None:
+        """Append a result, from batch run `run` if given (older results of the same student stay, as history)."""
         if result.student is None:
             raise ValueError("a stored result needs a student id")
-        with self._db:
+        with self._lock, self._db:
             self._db.execute(
                 "INSERT INTO results (student, assignment, spec_version, commit_sha, status, score, max_score,"
-                " grader_version, graded_at, result_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " grader_version, graded_at, result_json, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (result.student, result.assignment, result.assignment_version, result.submission.commit,
                  result.status, result.score, result.max_score, result.environment.grader_version,
-                 result.graded_at, result.to_json(indent=None)),
+                 result.graded_at, result.to_json(indent=None), run),
             )
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(self, assignment: str, mode: str, students: list[str], selection: str = "",
+                  command: str = "") -> Run:
+        """Record a new batch run that sets out to grade `students`."""
+        if mode not in RUN_MODES:
+            raise ValueError(f"unknown run mode {mode!r}")
+        now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        with self._lock, self._db:
+            cursor = self._db.execute(
+                "INSERT INTO runs (assignment, mode, selection, students, command, host, pid, started_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (assignment, mode, selection, json.dumps(students), command, socket.gethostname(), os.getpid(), now))
+        return self.run(cursor.lastrowid)
+
+    def run(self, run_id: int) -> Run:
+        with self._lock:
+            row = self._db.execute("SELECT id, assignment, mode, selection, students, command, host, pid, started_at,"
+                                   " finished_at FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"store {self.path}: no run {run_id}")
+            done = {s for (s,) in self._db.execute("SELECT DISTINCT student FROM results WHERE run_id = ?", (run_id,))}
+        return Run(row[0], row[1], row[2], row[3], tuple(json.loads(row[4])), row[5], row[6], row[7], row[8], row[9],
+                   frozenset(done))
+
+    def runs(self, assignment: str | None = None) -> list[Run]:
+        """Every run (of one assignment), oldest first."""
+        if not self._has_runs:  # an old store opened read-only: no runs recorded
+            return []
+        with self._lock:
+            ids = [i for (i,) in self._db.execute(
+                "SELECT id FROM runs" + (" WHERE assignment = ?" if assignment else "") + " ORDER BY id",
+                (assignment,) if assignment else ())]
+        return [self.run(i) for i in ids]
+
+    def unfinished_run(self, assignment: str, mode: str, selection: str = "") -> Run | None:
+        """The newest run of this kind that stopped before grading everyone it set out to, if any."""
+        for run in reversed(self.runs(assignment)):
+            if run.mode == mode and run.selection == selection and run.finished_at is None:
+                return run
+        return None
+
+    def unfinished_runs(self, assignment: str) -> list[Run]:
+        return [r for r in self.runs(assignment) if r.finished_at is None]
+
+    def set_run_students(self, run_id: int, students: list[str]) -> None:
+        with self._lock, self._db:
+            self._db.execute("UPDATE runs SET students = ? WHERE id = ?", (json.dumps(students), run_id))
+
+    def history_with_runs(self, assignment: str) -> list[tuple[int | None, Result]]:
+        """Every stored result of the assignment (regrades included) with its run's id, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT " + ("run_id" if self._has_runs else "NULL") + ", result_json FROM results"
+                                    " WHERE assignment = ? ORDER BY id", (assignment,)).fetchall()
+        return [(run, self._load(text)) for run, text in rows]
+
+    def finish_run(self, run_id: int) -> None:
+        """Mark a run finished (every student it set out to grade has a result from it, or was given up on)."""
+        now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        with self._lock, self._db:
+            self._db.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (now, run_id))
 
     def latest(self, assignment: str) -> list[Result]:
         """The newest result of each student for an assignment, ordered by student id."""
-        rows = self._db.execute(
-            "SELECT result_json FROM results WHERE id IN (SELECT MAX(id) FROM results WHERE assignment = ?"
-            " GROUP BY student) ORDER BY student", (assignment,)).fetchall()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT result_json FROM results WHERE id IN (SELECT MAX(id) FROM results WHERE assignment = ?"
+                " GROUP BY student) ORDER BY student", (assignment,)).fetchall()
         return [self._load(text) for (text,) in rows]
 
     def history(self, assignment: str, student: str) -> list[Result]:
-        rows = self._db.execute("SELECT result_json FROM results WHERE assignment = ? AND student = ? ORDER BY id",
-                                (assignment, student)).fetchall()
+        with self._lock:
+            rows = self._db.execute("SELECT result_json FROM results WHERE assignment = ? AND student = ? ORDER BY id",
+                                    (assignment, student)).fetchall()
         return [self._load(text) for (text,) in rows]
 
     def graded_students(self, assignment: str) -> set[str]:
         """Students with any stored result for the assignment: what a resumed batch skips."""
-        rows = self._db.execute("SELECT DISTINCT student FROM results WHERE assignment = ?", (assignment,)).fetchall()
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT student FROM results WHERE assignment = ?",
+                                    (assignment,)).fetchall()
         return {student for (student,) in rows}
 
     def failed_students(self, assignment: str) -> set[str]:
@@ -120,3 +281,49 @@ class Store:
             return Result.from_json(text)
         except (ValueError, TypeError, KeyError) as error:
             raise StoreError(f"store {self.path}: a stored result cannot be read ({error})") from None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a batch grades now: its run (new or resumed), the students, and what to tell the user."""
+
+    run: Run
+    students: list[str]
+    resumed: bool
+    notes: list[str]
+
+
+def plan_run(store: Store, assignment: str, roster: list[str], *, regrade: bool = False,
+             only: set[str] | None = None, failed: bool = False, fresh: bool = False, command: str = "") -> Plan:
+    """Start a run, or resume the unfinished run of the same kind (same mode, same --only list).
+
+    A resumed run grades only the roster's students it has no result for yet; `fresh` starts a new
+    run whatever was left. A plain batch also says which runs of another kind are unfinished.
+    """
+    mode = "only" if only else "regrade" if regrade else "failed" if failed else "new"
+    selection = ",".join(sorted(only)) if only else ""
+    notes = []
+    unfinished = None if fresh else store.unfinished_run(assignment, mode, selection)
+    if mode == "new":
+        for other in store.unfinished_runs(assignment):
+            if other.mode != "new" and other.left:
+                notes.append(f"run {other.id} ({other.mode}{' ' + other.selection if other.selection else ''}, "
+                             f"started {other.started_at}) is unfinished: {len(other.left)} of {len(other.students)} "
+                             f"left; run `{other.command}` again to resume it (`grader batch --status` lists them)")
+        students = store.to_grade(assignment, roster)
+        if unfinished is not None:
+            store.set_run_students(unfinished.id, [s for s in unfinished.students if s in unfinished.done] + students)
+            notes.append(f"resuming run {unfinished.id} (started {unfinished.started_at}): "
+                         f"{len(unfinished.done)} graded, {len(students)} to go")
+            return Plan(store.run(unfinished.id), students, True, notes)
+        return Plan(store.start_run(assignment, mode, students, selection, command), students, False, notes)
+    if unfinished is not None:
+        on_roster = set(roster)
+        students = [s for s in unfinished.left if s in on_roster]
+        notes.append(f"resuming run {unfinished.id} ({mode}{' ' + selection if selection else ''}, started "
+                     f"{unfinished.started_at}): {len(unfinished.done)} of {len(unfinished.students)} already "
+                     f"graded in it, {len(students)} to go (--new-run starts over)")
+        return Plan(unfinished, students, True, notes)
+    students = store.to_grade(assignment, roster, regrade=regrade, only=only, failed=failed)
+    return Plan(store.start_run(assignment, mode, students, selection, command), students, False, notes)
+

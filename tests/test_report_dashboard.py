@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import io
 import re
@@ -26,7 +28,7 @@ def board(class_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def student_order(page: str) -> list[str]:
     body = page[page.index("<h2>Students</h2>"):]
-    return re.findall(r"<tr>\n<td>(?:<a href=\"[^\"]+\">)?([a-z]+)", body)
+    return re.findall(r"<tr>\n<td class=\"student\"><a href=\"[^\"]+\">([a-z]+)", body)
 
 
 def test_dashboard_links_every_graded_student_to_a_report_that_exists(board: Path,
@@ -60,7 +62,8 @@ def test_dashboard_figures_match_the_results(class_results: dict[str, Result]) -
 
 def test_dashboard_is_static_html_with_inline_svg_charts(board: Path) -> None:
     page = (board / "index.html").read_text()
-    assert page.count("<svg") == 2 and "<script" not in page.lower()
+    # Scores, pass rates, one distribution per kernel, late days; one inline script (the student filter) only.
+    assert page.count("<svg") == 5 and page.lower().count("<script") == 1 and "<script src" not in page.lower()
     assert "50% (4/8)" in page and "62% (5/8)" in page
 
 
@@ -99,3 +102,49 @@ def test_gradebook_has_one_row_per_student_with_the_breakdown(class_store: Path,
     assert by_id["ada"]["commit"] == class_results["ada"].submission.commit and len(by_id["ada"]["commit"]) == 40
     for row in rows:  # what an LMS import needs: the total is a plain number
         float(row["total"])
+
+
+def test_every_student_has_a_history_page_with_every_stored_result(class_results: dict[str, Result],
+                                                                     tmp_path: Path) -> None:
+    from grader.store import Store
+
+    store = Store(tmp_path / "s.sqlite")
+    for result in class_results.values():
+        store.save(result)
+    run = store.start_run("flash-attention-cpu", "regrade", ["ada"])
+    regraded = dataclasses.replace(class_results["ada"], graded_at="2099-01-01T00:00:00+00:00", score=2.5)
+    store.save(regraded, run.id)
+    store.close()
+    out = tmp_path / "board"
+    assert main(["report", "dashboard", "--store", str(tmp_path / "s.sqlite"), "-a", "flash-attention-cpu",
+                 "--out", str(out)]) == 0
+    ada = (out / "students" / "ada-history.html").read_text()
+    assert "Every result (2), newest first" in ada and ada.index("2099-01-01") < ada.index(class_results["ada"].graded_at[:10])
+    assert f"<td>{run.id}</td>" in ada
+    index = (out / "index.html").read_text()
+    assert 'href="students/ada-history.html"' in index
+    for student, result in class_results.items():
+        assert (out / "students" / f"{student}-history.html").is_file()
+
+
+def test_failures_are_grouped_by_kernel_and_case_and_nobody_is_cut(board: Path,
+                                                                   class_results: dict[str, Result]) -> None:
+    page = (board / "index.html").read_text()
+    failures = page[page.index("<h2>Failures by kernel and case</h2>"):page.index("<h2>Nothing graded")]
+    assert failures.count("<h3>") == 2 and "failing cases" in failures
+    failed = {s for s, r in class_results.items() if r.status == "graded" and any(k.status != "passed" for k in r.kernels)}
+    for student in failed:
+        assert f">{student}</a>" in failures
+    assert "…" not in re.sub(r"\[…\]", "", page)  # masked indices only; no list is cut
+    nothing = page[page.index("<h2>Nothing graded"):page.index("<h2>Students</h2>")]
+    assert ">ivan</a>" in nothing and "no commit before the deadline" in nothing
+
+
+def test_summary_has_kernel_distributions_and_late_days(class_results: dict[str, Result]) -> None:
+    summary = dashboard.summarise(list(class_results.values()), "flash-attention-cpu")
+    graded = [r for r in class_results.values() if r.status == "graded"]
+    assert [d["kernel"] for d in summary["distributions"]] == summary["kernels"]
+    assert all(sum(d["bins"]) == len(graded) for d in summary["distributions"])
+    assert sum(n for _, n in summary["late_days"]) == len(graded) and dict(summary["late_days"])[2] == 1  # hana
+    assert [n["student"] for n in summary["not_submitted"]] == ["ivan"]
+

@@ -1,37 +1,37 @@
 """`grader batch ROSTER --assignment NAME`: grade a whole class into the results store.
 
-Fetches every repository in parallel, pins each to its student's deadline, grades on this machine
-(`--executor local`) or through Slurm (`--executor slurm`), and saves each result the moment it is
-ready: a batch stopped at any point (kill -9 included) resumes where it stopped when run again.
+Fetches every repository in parallel (each under a time limit), pins each to its student's
+deadline, grades on this machine (`--executor local`, each submission as soon as it is fetched) or
+through Slurm (`--executor slurm`), and saves each result the moment it is ready. One batch holds
+a store at a time; each batch is a run in the store, and a run stopped at any point (kill -9
+included) is resumed by the same command run again.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
+from grader.batch_fetch import FetchStream
+from grader.batch_lock import BatchLock, clean_clone_cache, lock_path
+from grader.batch_progress import OUTCOMES, Tally, outcome  # noqa: F401 -- outcome: the benchmarks count with it
 from grader.cli.options import add_grading_options, options_from
-from grader.dispatch import Job, executor_named
+from grader.dispatch import executor_named
 from grader.dispatch.slurm import SlurmExecutor
-from grader.errors import GraderError, SubmissionError
-from grader.pipeline import Options, not_graded
-from grader.repos import DAY, Fetched, NotSubmitted, Pin, fetch_submission, parse_deadline, read_push_log
-from grader.results import Result, Submission
+from grader.errors import StoreError, SubmissionError
+from grader.pipeline import Options
+from grader.repos import FETCH_TIMEOUT_S, parse_deadline, read_push_log
 from grader.roster import Entry, read_roster
-from grader.scoring import apply_late_policy
 from grader.spec import Assignment, LatePolicy, load_assignment
-from grader.store import Store
+from grader.store import Store, plan_run
 
 DEFAULT_STORE = Path("grades.sqlite")
-OUTCOMES = ("passed", "failed", "compile_error", "crashed", "not_submitted", "error")
+CACHE_LOCK = ".grader-batch.lock"  # in the clone cache: one batch at a time checks out there
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -50,12 +50,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     which.add_argument("--only", default=None, help="comma-separated student ids to grade (again)")
     which.add_argument("--failed", action="store_true",
                        help="grade again the students whose last result crashed, timed out, did not run, or errored")
+    parser.add_argument("--new-run", action="store_true",
+                        help="start a new run even where the same command left one unfinished (default: resume it)")
+    parser.add_argument("--status", action="store_true",
+                        help="show every batch run of the assignment in the store and whom each left ungraded")
     parser.add_argument("--executor", choices=("local", "slurm"), default="local", help="where to grade (default: local)")
     parser.add_argument("--gpus", default=None, help="local: comma-separated GPU ids, one run slot each "
                                                       "(default: $CUDA_VISIBLE_DEVICES or every GPU)")
     parser.add_argument("--run-slots", type=int, default=None,
-                        help="local, C++ assignments: harness runs at once (default: half the cores)")
+                        help="local, C++ assignments: harness runs at once (default: half the cores, at least 2)")
     parser.add_argument("--fetch-jobs", type=int, default=8, help="repositories cloned or fetched at once (default: 8)")
+    parser.add_argument("--fetch-timeout", type=float, default=FETCH_TIMEOUT_S, metavar="SECONDS",
+                        help=f"the most one repository's clone or fetch may take; past it the student is "
+                             f"not_submitted with the reason (default: {FETCH_TIMEOUT_S:g})")
     parser.add_argument("--repos-dir", type=Path, default=None,
                         help="clone cache (default: <cache-dir>/repos; on Slurm, a folder the nodes see)")
     parser.add_argument("--secret-file", type=Path, default=None,
@@ -96,68 +103,135 @@ def late_policy(assignment: Assignment, arguments: argparse.Namespace) -> LatePo
 
 def run(arguments: argparse.Namespace) -> int:
     console = Console()
+    if arguments.status:
+        return show_status(arguments.store, arguments.assignment, console)
     assignment = load_assignment(arguments.assignment)
     policy = late_policy(assignment, arguments)
     assignment = dataclasses.replace(assignment, late=policy)
     options = options_from(arguments, public_only=False)
-    store = Store(arguments.store)
     shared_dir = arguments.shared_dir or Path("grader-batch") / assignment.name
     tally = Tally(console)
     if arguments.collect:
-        executor = SlurmExecutor(shared_dir)
-        with tally.progress(None, "collecting"):
-            left = executor.collect(assignment, options, tally.saver(store, assignment), wait=not arguments.no_wait)
-        tally.summary(store, assignment)
+        with BatchLock(lock_path(arguments.store), f"store {arguments.store}"):
+            store = Store(arguments.store)
+            executor = SlurmExecutor(shared_dir)
+            pending = store.unfinished_runs(assignment.name)
+            with tally.progress(None, "collecting"):
+                left = executor.collect(assignment, options,
+                                        tally.saver(store, assignment, pending[-1].id if pending else None),
+                                        wait=not arguments.no_wait)
+            for started in pending:
+                if not store.run(started.id).left:
+                    store.finish_run(started.id)
+            tally.summary(store, assignment)
+            store.close()
         if left:
             console.print(f"{left} Slurm task(s) still queued or running: run --collect again later")
         return 0
     if arguments.roster is None and len(arguments.pin) == 3:  # `--pin push-log FILE ROSTER`: argparse took the roster
         arguments.roster, arguments.pin = Path(arguments.pin[2]), arguments.pin[:2]
     if arguments.roster is None:
-        raise SubmissionError("grader batch: give a ROSTER (or --collect to merge Slurm results)")
+        raise SubmissionError("grader batch: give a ROSTER (or --collect to merge Slurm results, --status to see runs)")
+    deadline = parse_deadline(arguments.deadline) if arguments.deadline else None
+    pushes = _push_log(arguments.pin)
+    entries, problems = read_roster(arguments.roster)
+    # Only now, past every mistake in the arguments, the spec and the roster: a warning, not an error.
     if options.secret is None:
         console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): "
-                      "hidden cases use the public seed, so their outputs are predictable")
-
-    entries, problems = read_roster(arguments.roster)
+                      "hidden cases use the public seed, so their outputs are predictable", soft_wrap=True)
     for problem in problems:
-        console.print(f"[yellow]roster {arguments.roster} {problem}[/]; going on with the other rows", highlight=False)
+        console.print(f"[yellow]roster {arguments.roster} {problem}[/]; going on with the other rows", highlight=False,
+                      soft_wrap=True)
+    tally.rejected = len(problems)
+    repos_dir = arguments.repos_dir or options.cache_dir / "repos"
+    with BatchLock(lock_path(arguments.store), f"store {arguments.store}") as store_lock, \
+            BatchLock(repos_dir / CACHE_LOCK, f"clone cache {repos_dir}"):
+        if store_lock.taken_over:
+            console.print(f"taking over the lock of a batch that is gone ({store_lock.taken_over.describe()})",
+                          highlight=False, soft_wrap=True)
+        cleaned = clean_clone_cache(repos_dir)
+        if cleaned.partial_folders or cleaned.index_locks:
+            console.print(f"cleaned what killed batches left in {repos_dir}: {len(cleaned.partial_folders)} "
+                          f"half-finished clone(s), {len(cleaned.index_locks)} stale .git/index.lock file(s)",
+                          highlight=False, soft_wrap=True)
+        store = Store(arguments.store)
+        try:
+            grade_class(arguments, console, tally, store, assignment, options, entries, deadline, pushes, repos_dir,
+                        shared_dir)
+        finally:
+            store.close()
+    return 0
+
+
+def grade_class(arguments: argparse.Namespace, console: Console, tally: Tally, store: Store, assignment: Assignment,
+                options: Options, entries: list[Entry], deadline, pushes, repos_dir: Path, shared_dir: Path) -> None:
+    """Plan (or resume) the run, fetch and grade it, and print the summary."""
     roster = [e.student for e in entries]
     only = {s.strip() for s in arguments.only.split(",") if s.strip()} if arguments.only else None
     if only:
         unknown = sorted(only - set(roster))
         if unknown:
-            console.print(f"[yellow]--only: not on the roster: {', '.join(unknown)}[/]")
-    todo = set(store.to_grade(assignment.name, roster, regrade=arguments.regrade, only=only, failed=arguments.failed))
+            console.print(f"[yellow]--only: not on the roster: {', '.join(unknown)}[/]", soft_wrap=True)
+    plan = plan_run(store, assignment.name, roster, regrade=arguments.regrade, only=only, failed=arguments.failed,
+                    fresh=arguments.new_run, command=" ".join(["grader", *sys.argv[1:]]))
+    for line in plan.notes:
+        console.print(line, highlight=False, soft_wrap=True)
+    todo = set(plan.students)
     skipped = len(roster) - len(todo)
     console.print(f"{assignment.name}: {len(roster)} student(s) on the roster; {len(todo)} to grade"
                   + (f", {skipped} already in {arguments.store} (skipped; --regrade grades them again)"
-                     if skipped and not only and not arguments.failed else ""))
-    deadline = parse_deadline(arguments.deadline) if arguments.deadline else None
-    pushes = _push_log(arguments.pin)
-    repos_dir = arguments.repos_dir or options.cache_dir / "repos"
-    save = tally.saver(store, assignment)
+                     if skipped and plan.run.mode == "new" else "")
+                  + f" (run {plan.run.id})", highlight=False, soft_wrap=True)
+    save = tally.saver(store, assignment, plan.run.id)
     selected = [e for e in entries if e.student in todo]
-
-    with tally.progress(len(selected), "fetching"):
-        jobs = fetch_all(selected, assignment, options, deadline, pushes, repos_dir, arguments.fetch_jobs, save)
-        tally.describe("grading" if arguments.executor == "local" else "grading on Slurm")
+    fetches = FetchStream(selected, assignment, options, deadline, pushes, repos_dir, jobs=arguments.fetch_jobs,
+                          timeout_s=arguments.fetch_timeout, save=save)
+    tally.waiting = fetches.waiting
+    with tally.progress(len(selected), "grading" if arguments.executor == "local" else "fetching"):
         if arguments.executor == "local":
             executor = executor_named("local", build_jobs=arguments.jobs, run_slots=arguments.run_slots,
                                       gpus=arguments.gpus.split(",") if arguments.gpus else None)
+            executor.grade(fetches, assignment, options, save)  # each repository is graded once it is fetched
         else:
+            jobs = fetches.in_roster_order()  # one job array: every repository first
+            tally.describe("grading on Slurm")
             executor = executor_named("slurm", shared_dir=shared_dir, wait=not arguments.no_wait,
                                       sbatch_args=tuple(arguments.sbatch_arg), template=arguments.sbatch_template,
                                       max_parallel=arguments.max_parallel, secret_file=arguments.secret_file)
-        executor.grade(jobs, assignment, options, save)
-    if arguments.executor == "slurm" and arguments.no_wait:
-        console.print(f"submitted {len(jobs)} Slurm task(s); results go to {shared_dir}; merge them with "
-                      f"`grader batch --assignment {assignment.name} --collect --shared-dir {shared_dir} "
-                      f"--store {arguments.store}`")
+            executor.grade(jobs, assignment, options, save)
+            if arguments.no_wait:
+                console.print(f"submitted {len(jobs)} Slurm task(s); results go to {shared_dir}; merge them with "
+                              f"`grader batch --assignment {assignment.name} --collect --shared-dir {shared_dir} "
+                              f"--store {arguments.store}`", soft_wrap=True)
+    if not store.run(plan.run.id).left:
+        store.finish_run(plan.run.id)
     tally.summary(store, assignment)
     if arguments.json:
         arguments.json.write_text(json.dumps([r.to_dict() for r in store.latest(assignment.name)], indent=1) + "\n")
-    store.close()
+
+
+def show_status(store_path: Path, assignment: str, console: Console) -> int:
+    """`--status`: every run of the assignment in the store, and whom each left ungraded."""
+    if not store_path.is_file() or store_path.stat().st_size == 0:
+        raise StoreError(f"store {store_path}: no such store (nothing has been graded into it)")
+    store = Store(store_path, read_only=True)
+    try:
+        runs = store.runs(assignment)
+        latest = {r.student for r in store.latest(assignment)}
+    finally:
+        store.close()
+    if not runs:
+        console.print(f"{store_path}: no batch runs of {assignment} recorded ({len(latest)} student(s) with results)",
+                      highlight=False, soft_wrap=True)
+        return 0
+    for r in runs:
+        state = f"finished {r.finished_at}" if r.finished_at else "UNFINISHED"
+        what = r.mode + (f" {r.selection}" if r.selection else "")
+        console.print(f"run {r.id} ({what}), started {r.started_at} by pid {r.pid} on {r.host}, {state}: "
+                      f"{len(r.done & set(r.students))} of {len(r.students)} graded", highlight=False, soft_wrap=True)
+        if r.left:
+            console.print(f"  left undone ({len(r.left)}): {', '.join(r.left)}", highlight=False, soft_wrap=True)
+            console.print(f"  resume it with: {r.command}", highlight=False, soft_wrap=True, markup=False)
     return 0
 
 
@@ -167,111 +241,3 @@ def _push_log(pin: list[str]) -> dict | None:
     if len(pin) == 2 and pin[0] == "push-log":
         return read_push_log(Path(pin[1]))
     raise SubmissionError(f"--pin {' '.join(pin)}: expected 'commit-time' or 'push-log FILE'")
-
-
-def fetch_all(entries: list[Entry], assignment: Assignment, options: Options, deadline: datetime.datetime | None,
-              pushes: dict | None, repos_dir: Path, fetch_jobs: int, save) -> list[Job]:
-    """Clone or fetch every repository in parallel; the ungradable are saved right away, the rest become jobs."""
-    accepted = DAY * (assignment.late.accepted_days if assignment.late else 0)
-
-    def fetch(entry: Entry) -> tuple[Entry, Fetched | NotSubmitted | str, datetime.datetime | None]:
-        own_deadline = deadline + DAY * entry.extension_days if deadline else None
-        pin = Pin(cutoff=own_deadline + accepted if own_deadline else None, commit=entry.commit,
-                  submitted_at=entry.submitted_at,
-                  pushes=None if pushes is None or entry.commit else pushes.get(entry.student, []))
-        try:
-            return entry, fetch_submission(entry.student, entry.repository, repos_dir, pin), own_deadline
-        except GraderError as error:
-            return entry, str(error), own_deadline
-        except Exception as error:  # one repository's trouble never stops the class
-            return entry, f"fetching {entry.repository} failed: {type(error).__name__}: {error}", own_deadline
-
-    jobs = []
-    with ThreadPoolExecutor(max_workers=max(1, fetch_jobs)) as pool:
-        futures = [pool.submit(fetch, e) for e in entries]
-        for future in as_completed(futures):
-            entry, fetched, own_deadline = future.result()
-            if isinstance(fetched, Fetched):
-                jobs.append((entries.index(entry), Job(0, entry.student, fetched.root, own_deadline,
-                                                        fetched.submitted_at, fetched.pinned_by)))
-                continue
-            status, message = ("not_submitted", fetched.reason) if isinstance(fetched, NotSubmitted) else ("error", fetched)
-            job = Job(-1, entry.student, Path(entry.repository), own_deadline)
-            save(job, not_graded(assignment, options, status, message, Submission(entry.repository)))
-    jobs.sort(key=lambda pair: pair[0])  # roster order, whatever order the fetches finished in
-    return [dataclasses.replace(job, index=i) for i, (_, job) in enumerate(jobs)]
-
-
-def outcome(result: Result) -> str:
-    """One word per submission for counts: passed, failed, compile_error, crashed, not_submitted, error."""
-    if result.status != "graded":
-        return result.status
-    statuses = {k.status for k in result.kernels}
-    if statuses & {"crashed", "timeout"}:
-        return "crashed"
-    if "compile_error" in statuses:
-        return "compile_error"
-    return "passed" if statuses <= {"passed"} else "failed"
-
-
-class Tally:
-    """Counts per outcome, the progress bar, and the end-of-batch summary."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.counts = {o: 0 for o in OUTCOMES}
-        self._progress: Progress | None = None
-        self._task = None
-
-    def progress(self, total: int | None, what: str) -> Progress:
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                                  TimeRemainingColumn(), console=self.console, transient=False)
-        self._task = self._progress.add_task(what, total=total, counts="")
-        return self._progress
-
-    def describe(self, what: str) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, description=what)
-
-    def saver(self, store: Store, assignment: Assignment):
-        def save(job: Job, result: Result) -> None:
-            result = apply_late_policy(dataclasses.replace(result, student=job.student), assignment.late,
-                                       job.deadline, job.submitted_at)
-            store.save(result)
-            kind = outcome(result)
-            self.counts[kind] += 1
-            late = f", {result.late.days_late:g} day(s) late, -{result.late.points_deducted:g}" \
-                if result.late and result.late.days_late else ""
-            line = (f"{job.student}: {kind} {result.score:.4g}/{result.max_score:g}{late}"
-                    f" ({(result.submission.commit or '')[:10] or job.pinned_by or '-'})")
-            if result.status != "graded":
-                line += f": {result.message.splitlines()[0] if result.message else ''}"
-            if self._progress is not None:
-                self._progress.console.print(line, highlight=False, markup=False)
-                self._progress.update(self._task, advance=1,
-                                      counts=" ".join(f"{k} {v}" for k, v in self.counts.items() if v))
-            else:
-                self.console.print(line, highlight=False, markup=False)
-        return save
-
-    def summary(self, store: Store, assignment: Assignment) -> None:
-        results = store.latest(assignment.name)
-        table = Table(title=f"{assignment.name}: {len(results)} student(s) in {store.path}")
-        table.add_column("outcome")
-        table.add_column("students", justify="right")
-        counts = {o: 0 for o in OUTCOMES}
-        for result in results:
-            counts[outcome(result)] += 1
-        for name, count in counts.items():
-            table.add_row(name, str(count))
-        graded = [r for r in results if r.status == "graded"]
-        if graded:
-            mean = sum(r.score for r in graded) / len(graded)
-            table.add_row("mean score (graded)", f"{mean:.2f}/{assignment.max_score:g}", end_section=True)
-        self.console.print(table)
-        slowest = sorted(graded, key=lambda r: r.stages.get("total", 0.0), reverse=True)[:5]
-        if slowest:
-            self.console.print("slowest: " + ", ".join(f"{r.student} {r.stages.get('total', 0.0):.1f} s" for r in slowest))
-
-

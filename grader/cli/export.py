@@ -33,7 +33,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          help="the grading log, shown (its end) when the result is missing because grading failed")
     results.set_defaults(run=run_gradescope_results)
     junit = kinds.add_parser("junit", help="one result as JUnit XML (one test case per kernel × case)")
-    junit.add_argument("result", type=Path)
+    junit.add_argument("result", type=Path, help="a result (`grade --json`) or a class's list (`batch --json`)")
     junit.add_argument("--out", type=Path, required=True)
     junit.set_defaults(run=run_junit)
     book = kinds.add_parser("gradebook", help="a store's latest results as a gradebook CSV")
@@ -73,11 +73,38 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
 
 
 def run_junit(arguments: argparse.Namespace) -> int:
+    """One result (`grade --json`), or a class's list of them (`batch --json`)."""
     from grader.report import junit
 
-    junit.write(load_result(arguments.result), arguments.out)
+    results = load_results(arguments.result)
+    if isinstance(results, list):
+        arguments.out.parent.mkdir(parents=True, exist_ok=True)
+        arguments.out.write_text(junit.render_class(results), encoding="utf-8")
+        Console().print(f"JUnit XML of {len(results)} students written to {arguments.out}", highlight=False)
+        return 0
+    junit.write(results, arguments.out)
     Console().print(f"JUnit XML written to {arguments.out}")
     return 0
+
+
+def load_results(path: Path):
+    """A result file as `grade --json` writes it (one object) or as `batch --json` does (a list of them)."""
+    from grader.errors import SubmissionError
+    from grader.results import Result
+
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise SubmissionError(f"{path}: cannot read the result ({error.strerror})") from None
+    except ValueError as error:
+        raise SubmissionError(f"{path}: not JSON ({error})") from None
+    if not isinstance(data, list):
+        return load_result(path)
+    try:
+        return [Result.from_dict(item) for item in data]
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise SubmissionError(f"{path}: a list, but not of results written by `grader batch --json` "
+                              f"(bad or missing field: {error})") from None
 
 
 def run_gradebook(arguments: argparse.Namespace) -> int:

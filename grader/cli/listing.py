@@ -26,5 +26,13 @@ def run(arguments: argparse.Namespace) -> int:
                           f"{kernel.weight:g}", f"{len(kernel.cases)} ({public})",
                           f"atol {kernel.tolerance.atol:g}, rtol {kernel.tolerance.rtol:g}")
         table.add_row("", "", "[bold]total[/]", f"[bold]{assignment.max_score:g}[/]", "", "", end_section=True)
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # a pipe or a file: the table at its full width, so no name is cut
+        console = Console(width=max(console.width, table_width(table, console)))
+    console.print(table)
     return 0
+
+
+def table_width(table: Table, console: Console) -> int:
+    """The width `table` needs to show every cell whole."""
+    return console.measure(table, options=console.options.update(max_width=10_000)).maximum

@@ -49,10 +49,14 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
                         help="write JUnit XML, one test case per kernel and case")
 
 
-def write_reports(result, arguments: argparse.Namespace) -> None:
-    """Write the reports that `add_report_options` asked for."""
+def write_reports(result, arguments: argparse.Namespace) -> list[tuple[str, Path]]:
+    """Write the reports that `add_report_options` asked for; returns (what, path) for each file written."""
     from grader.report import html, junit, markdown
 
-    for module, path in ((html, arguments.html), (markdown, arguments.markdown), (junit, arguments.junit)):
+    written = []
+    for what, module, path in (("HTML report", html, arguments.html), ("Markdown report", markdown, arguments.markdown),
+                               ("JUnit XML", junit, arguments.junit)):
         if path is not None:
             module.write(result, path)
+            written.append((what, path))
+    return written

@@ -39,7 +39,7 @@ def load_result(path: Path) -> Result:
 def stored_results(store_path: Path, assignment: str) -> list[Result]:
     if not store_path.is_file():
         raise StoreError(f"store {store_path}: no such file")
-    store = Store(store_path)
+    store = Store(store_path, read_only=True)  # a report never writes, nor turns an empty file into a store
     try:
         results = store.latest(assignment)
     finally:
@@ -62,7 +62,12 @@ def run_dashboard(arguments: argparse.Namespace) -> int:
     from grader.report import dashboard
 
     results = stored_results(arguments.store, arguments.assignment)
-    pages = dashboard.write(results, arguments.assignment, arguments.out)
+    store = Store(arguments.store, read_only=True)
+    try:
+        history = store.history_with_runs(arguments.assignment)  # every result: the students' history pages
+    finally:
+        store.close()
+    pages = dashboard.write(results, arguments.assignment, arguments.out, history)
     Console().print(f"dashboard of {len(results)} students written to {arguments.out / 'index.html'} "
                     f"({len(pages)} pages)")
     return 0

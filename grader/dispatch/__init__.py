@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Callable, Protocol
 
 from grader.pipeline import Options
@@ -49,8 +50,12 @@ OnResult = Callable[[Job, Result], None]
 class Executor(Protocol):
     name: str
 
-    def grade(self, jobs: list[Job], assignment: Assignment, options: Options, on_result: OnResult) -> None:
-        """Grade every job; a job the grader fails on still yields a result (status `error`)."""
+    def grade(self, jobs: Iterable[Job], assignment: Assignment, options: Options, on_result: OnResult) -> None:
+        """Grade every job; a job the grader fails on still yields a result (status `error`).
+
+        `jobs` may be a stream that yields each job as its repository is fetched (`local` starts on
+        each at once); an executor that needs them all (`slurm`) is given a list.
+        """
         ...
 
 

@@ -18,6 +18,7 @@ import threading
 import traceback
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Iterable
 from pathlib import Path
 
 from grader.dispatch import Job, OnResult
@@ -52,10 +53,11 @@ class LocalExecutor:
         if assignment.target == "cuda":
             gpus = self.gpus if self.gpus is not None else visible_gpus()
             return list(gpus) if gpus else [None]
-        return [None] * (self.run_slots or max(1, (os.cpu_count() or 1) // 2))
+        return [None] * (self.run_slots or default_run_slots())
 
-    def grade(self, jobs: list[Job], assignment: Assignment, options: Options, on_result: OnResult) -> None:
-        if not jobs:
+    def grade(self, jobs: Iterable[Job], assignment: Assignment, options: Options, on_result: OnResult) -> None:
+        """Grade the jobs as they come: `jobs` may be a stream (a batch's fetches), each built the moment it arrives."""
+        if isinstance(jobs, (list, tuple)) and not jobs:
             return
         # Each submission compiles its kernels one after another; the pool runs many submissions at once.
         build_options = dataclasses.replace(options, jobs=1)
@@ -77,11 +79,16 @@ class LocalExecutor:
             finally:
                 shutil.rmtree(outputs, ignore_errors=True)
 
+        gold_failed: list[str] = []
+
         def run_slot(device: str | None) -> None:
             pool = _run_pool(device)
             try:
                 while (item := ready.get()) is not None:
                     job, built = item
+                    if gold_failed:
+                        finished.put((job, _error(assignment, options, job, gold_failed[0])))
+                        continue
                     outputs = Path(tempfile.mkdtemp(prefix="kg-outputs-"))
                     try:
                         ran = pool.submit(execute_stage, built, assignment, options, outputs).result()
@@ -99,28 +106,56 @@ class LocalExecutor:
                 pool.shutdown(wait=True, cancel_futures=True)
 
         builders = ThreadPoolExecutor(max_workers=self.build_jobs, thread_name_prefix="kg-build")
-        for job in jobs:  # builds need no gold: they compile while the reference runs
-            builders.submit(build, job)
+        fed: list[int] = []  # how many jobs came, once the stream has ended
+        feed_error: list[BaseException] = []
+
+        def feed() -> None:  # builds need no gold: they compile while the reference runs
+            count = 0
+            try:
+                for job in jobs:
+                    count += 1
+                    builders.submit(build, job)
+            except BaseException as error:  # noqa: BLE001 -- re-raised in the grading thread
+                feed_error.append(error)
+            finally:
+                fed.append(count)
+                finished.put(None)
+
+        feeder = threading.Thread(target=feed, daemon=True, name="kg-feed")
+        feeder.start()
         try:
             prepare_gold(assignment, options)  # once, before any run: every score then reads the cache
         except GraderError as error:
-            builders.shutdown(wait=True, cancel_futures=True)
-            for job in jobs:
-                on_result(job, _error(assignment, options, job, f"gold outputs could not be prepared: {error}"))
-            return
+            gold_failed.append(f"gold outputs could not be prepared: {error}")
         runners = [threading.Thread(target=run_slot, args=(device,), daemon=True) for device in slots]
         for runner in runners:
             runner.start()
         try:
-            for _ in jobs:
-                job, result = finished.get()
-                on_result(job, result)
+            received = 0
+            while not fed or received < fed[0]:
+                item = finished.get()
+                if item is None:
+                    continue
+                on_result(*item)
+                received += 1
+            if feed_error:
+                raise feed_error[0]
         finally:
             for _ in runners:
                 ready.put(None)
             for runner in runners:
                 runner.join()
             builders.shutdown(wait=True, cancel_futures=True)
+
+
+def default_run_slots() -> int:
+    """C++ harness runs at once: half the cores, and at least two where there are two cores.
+
+    Each slot is a process of its own running one harness at a time, so slots never share state;
+    on two cores a second slot runs while the first waits on its harness's start-up and I/O.
+    """
+    cores = os.cpu_count() or 1
+    return max(min(2, cores), cores // 2)
 
 
 def _run_pool(device: str | None) -> ProcessPoolExecutor:

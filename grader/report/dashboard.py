@@ -1,14 +1,17 @@
 """The class dashboard: one folder of self-contained HTML pages built from the store's latest results.
 
-`index.html` holds the score histogram, per-kernel pass rates, the most common failure messages,
-statuses and the table of students; the table sorts without JavaScript because each column header
-links to the same page rendered in that column's order (`by-<column>.html`). Each student's own
-report is written beside it, under `students/`.
+`index.html` holds the score histogram, per-kernel score distributions and pass rates, a late-days
+chart, every failure grouped by kernel and case, the students with nothing graded, and the table
+of students; the table sorts without JavaScript because each column header links to the same page
+rendered in that column's order (`by-<column>.html`), and a one-line inline script filters it by
+student (the page works without it). Each student's report and history (every stored result,
+regrades included) are written beside it, under `students/`.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +36,23 @@ def student_file(result: Result) -> str:
     return f"students/{name}.html"
 
 
-def write(results: list[Result], assignment: str, out_dir: Path) -> list[Path]:
-    """Render the dashboard and every student's report into out_dir; returns the pages written."""
+def history_file(student: str) -> str:
+    """The student's history page: every result stored for them, regrades included."""
+    return student_file(_Named(student)).removesuffix(".html") + "-history.html"
+
+
+@dataclass(frozen=True)
+class _Named:
+    student: str
+
+
+def write(results: list[Result], assignment: str, out_dir: Path,
+          history: list[tuple[int | None, Result]] | None = None) -> list[Path]:
+    """Render the dashboard, every student's report and history page into out_dir; returns the pages written.
+
+    `history`: every stored result with its run's id, oldest first (Store.history_with_runs);
+    without it each student's history is their latest result alone.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for result in results:
@@ -42,12 +60,28 @@ def write(results: list[Result], assignment: str, out_dir: Path) -> list[Path]:
             path = out_dir / student_file(result)
             html.write(result, path)
             written.append(path)
+    env = environment(autoescape=True)
+    by_student: dict[str, list[tuple[int | None, Result]]] = collections.defaultdict(list)
+    for run, result in history if history is not None else [(None, r) for r in results]:
+        by_student[result.student or result.submission.path].append((run, result))
+    page_template = env.get_template("student_history.html.j2")
+    for result in results:
+        student = result.student or result.submission.path
+        path = out_dir / history_file(student)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entries = list(reversed(by_student.get(student, [(None, result)])))  # newest first
+        path.write_text(page_template.render(student=student, assignment=assignment, title=result.title,
+                                             entries=entries, latest=result,
+                                             report=Path(student_file(result)).name
+                                             if result.status == "graded" else None), encoding="utf-8")
+        written.append(path)
     summary = summarise(results, assignment)
-    template = environment(autoescape=True).get_template("dashboard.html.j2")
+    template = env.get_template("dashboard.html.j2")
     for column in summary["columns"]:
         page = out_dir / page_name(column.key)
         rows = sorted(summary["rows"], key=lambda row: _sort_key(row, column))
-        page.write_text(template.render(summary, rows=rows, sorted_by=column.key, page_name=page_name),
+        page.write_text(template.render(summary, rows=rows, sorted_by=column.key, page_name=page_name,
+                                        history_link=history_file),
                         encoding="utf-8")
         written.append(page)
     return written
@@ -80,10 +114,25 @@ def summarise(results: list[Result], assignment: str) -> dict:
     for result in graded:
         for kernel in result.kernels:
             if kernel.status != "passed":
-                key = (kernel.name, kernel.status, failure_pattern(kernel))
+                # Which cases fail tells bugs apart that one masked message merges ("N of N elements ...").
+                failing = ", ".join(c.name for c in kernel.cases if not c.passed and c.status != "not_run")
+                key = (kernel.name, failing, kernel.status, failure_pattern(kernel))
                 failures[key] += 1
                 example.setdefault(key, [])
                 example[key].append(result.student or "?")
+    # Per kernel: how its scores spread (tenths of its maximum), graded submissions only.
+    distributions = []
+    for name in kernels:
+        bins = [0] * BINS
+        for kernel in (k for r in graded for k in r.kernels if k.name == name):
+            fraction = kernel.score / kernel.max_score if kernel.max_score else 0.0
+            bins[min(BINS - 1, int(fraction * BINS))] += 1
+        distributions.append({"kernel": name, "bins": bins})
+    late_counts = collections.Counter(math.ceil(r.late.days_late) if r.late else 0
+                                      for r in results if r.status == "graded")
+    late_days = [(days, late_counts.get(days, 0)) for days in range(0, max(late_counts, default=0) + 1)]
+    not_submitted = [{"student": r.student or r.submission.path, "message": r.message, "status": r.status}
+                     for r in results if r.status != "graded"]
     statuses = collections.Counter(r.status for r in results)
     kernel_statuses = collections.Counter(k.status for r in graded for k in r.kernels)
     status_counts = [("graded", statuses["graded"]), ("not submitted", statuses["not_submitted"]),
@@ -101,8 +150,13 @@ def summarise(results: list[Result], assignment: str) -> dict:
         "results": results, "kernels": kernels, "max_score": max_score, "histogram": histogram,
         "bin_labels": [f"{100 * i // BINS}–{100 * (i + 1) // BINS}%" for i in range(BINS)],
         "pass_rates": pass_rates, "status_counts": status_counts, "rows": rows, "columns": columns,
-        "failures": [{"kernel": k, "status": s, "message": m, "count": n, "students": example[(k, s, m)]}
-                     for (k, s, m), n in failures.most_common(10)],
+        "failures": [{"kernel": k, "case": c, "status": s, "message": m, "count": n, "students": example[(k, c, s, m)]}
+                     for (k, c, s, m), n in failures.most_common()],
+        "failures_by_kernel": [(name, [{"case": c, "status": s, "message": m, "count": n,
+                                        "students": sorted(example[(k, c, s, m)])}
+                                       for (k, c, s, m), n in failures.most_common() if k == name])
+                               for name in kernels],
+        "distributions": distributions, "late_days": late_days, "not_submitted": not_submitted,
         "mean": sum(scores) / len(scores) if scores else None,
         "median": (scores[len(scores) // 2] if len(scores) % 2 else (scores[len(scores) // 2 - 1] + scores[len(scores) // 2]) / 2)
         if scores else None,
@@ -119,6 +173,9 @@ def failure_pattern(kernel) -> str:
     else:
         failed = next((c for c in kernel.cases if not c.passed and c.status != "not_run"), None)
         text = failed.message if failed else kernel.message
+    # Keep what the figures say about the bug (every element wrong, or some) before masking them.
+    text = re.sub(r"\b([\d,]+) of ([\d,]+) (?=elements?\b)",
+                  lambda m: "all " if m.group(1) == m.group(2) else "some of the ", text)
     text = re.sub(r"\[[\d, ]+\]", "[…]", text)
     text = re.sub(r"(?<![A-Za-z_])[-+]?\d[\d,]*(\.\d+)?(e[-+]?\d+)?", "N", text)
     return text.strip()[:240]
@@ -133,6 +190,7 @@ def _row(result: Result, kernels: list[str]) -> dict:
         "commit": (result.submission.commit or "")[:10],
         "kernels": {n: scored.get(n) for n in kernels},
         "link": student_file(result) if result.status == "graded" else None,
+        "history": history_file(result.student or result.submission.path),
         "message": result.message,
     }
 

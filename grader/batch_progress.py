@@ -1,0 +1,220 @@
+"""A batch's progress as it happens: counts per outcome, an honest ETA, the repository it waits on.
+
+On a terminal a rich progress bar; anywhere else (a log file, a pipe) plain lines that are never
+cut: one per result, and a progress line every few results and whenever a fetch is stuck.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import threading
+import time
+from typing import Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from grader.results import Result
+from grader.scoring import apply_late_policy
+from grader.spec import Assignment
+
+OUTCOMES = ("passed", "failed", "compile_error", "crashed", "not_submitted", "error")
+STUCK_S = 10.0  # a fetch running this long is named on the progress line
+PLAIN_EVERY_S = 15.0  # plain layout: a progress line at least this often while something is stuck
+
+
+def outcome(result: Result) -> str:
+    """One word per submission for counts: passed, failed, compile_error, crashed, not_submitted, error."""
+    if result.status != "graded":
+        return result.status
+    statuses = {k.status for k in result.kernels}
+    if statuses & {"crashed", "timeout"}:
+        return "crashed"
+    if "compile_error" in statuses:
+        return "compile_error"
+    return "passed" if statuses <= {"passed"} else "failed"
+
+
+# What the fetcher is waiting on: (student, repository, seconds so far) of the longest fetch in flight.
+Waiting = Callable[[], "tuple[str, str, float] | None"]
+
+
+def eta_seconds(total: int | None, done: int, graded_at: list[float]) -> float | None:
+    """Seconds left, from the pace of graded submissions after the first.
+
+    The first graded result comes after the gold and the first builds, so its time says nothing
+    about the pace; quick outcomes (a repository not submitted) are not a pace either. None until
+    two submissions have been graded.
+    """
+    if total is None or len(graded_at) < 2:
+        return None
+    pace = (graded_at[-1] - graded_at[0]) / (len(graded_at) - 1)
+    return max(0.0, (total - done) * pace)
+
+
+def _clock(seconds: float) -> str:
+    return str(datetime.timedelta(seconds=int(seconds)))
+
+
+class Tally:
+    """Counts per outcome, the progress display, and the end-of-batch summary."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.counts = {o: 0 for o in OUTCOMES}
+        self.rejected = 0  # roster rows that could not be read
+        self.total: int | None = None
+        self.done = 0
+        self.graded_at: list[float] = []  # monotonic times of graded results
+        self.started = time.monotonic()
+        self.waiting: Waiting = lambda: None
+        self._lock = threading.Lock()
+        self._progress: Progress | None = None
+        self._task = None
+        self._plain_every = 1
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ display
+
+    def progress(self, total: int | None, what: str) -> Tally:
+        """Use as `with tally.progress(n, "grading"):`; a bar on a terminal, plain lines elsewhere."""
+        self.total, self.what = total, what
+        self.started = time.monotonic()
+        if self.console.is_terminal:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), _EtaColumn(self),
+                                      _WaitingColumn(self), console=self.console, transient=False)
+            self._task = self._progress.add_task(what, total=total, counts="")
+        else:
+            self._plain_every = max(1, (total or 0) // 20)
+        return self
+
+    def __enter__(self) -> Tally:
+        if self._progress is not None:
+            self._progress.start()
+        else:
+            self._stop.clear()
+            self._ticker = threading.Thread(target=self._tick, daemon=True, name="kg-progress")
+            self._ticker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        else:
+            self._stop.set()
+            if self._ticker is not None:
+                self._ticker.join()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(PLAIN_EVERY_S):
+            waiting = self.waiting()
+            if waiting is not None and waiting[2] >= STUCK_S:
+                self.console.print(self.status_line(), highlight=False, markup=False, soft_wrap=True)
+
+    def describe(self, what: str) -> None:
+        self.what = what
+        if self._progress is not None:
+            self._progress.update(self._task, description=what)
+
+    def status_line(self) -> str:
+        """The whole progress as one line of text (the plain layout's progress line)."""
+        counts = " ".join(f"{k} {v}" for k, v in self.counts.items() if v)
+        total = f"/{self.total}" if self.total is not None else ""
+        parts = [f"{self.what} {self.done}{total}" + (f" ({counts})" if counts else ""),
+                 f"elapsed {_clock(time.monotonic() - self.started)}", self.eta_text()]
+        waiting = self.waiting_text()
+        if waiting:
+            parts.append(waiting)
+        return "progress: " + "; ".join(parts)
+
+    def eta_text(self) -> str:
+        eta = eta_seconds(self.total, self.done, self.graded_at)
+        if eta is not None:
+            return f"ETA {_clock(eta)}"
+        return "ETA after the first graded submissions (gold, builds)" if self.total else "ETA -"
+
+    def waiting_text(self) -> str:
+        waiting = self.waiting()
+        if waiting is None or waiting[2] < STUCK_S:
+            return ""
+        student, repository, seconds = waiting
+        return f"waiting {seconds:.0f} s on {student}'s repository {repository}"
+
+    # ------------------------------------------------------------------ results
+
+    def saver(self, store, assignment: Assignment, run: int | None = None):
+        """The callback that applies the late policy, stores a result (in `run`) and counts it; thread-safe."""
+
+        def save(job, result: Result) -> None:
+            result = apply_late_policy(dataclasses.replace(result, student=job.student), assignment.late,
+                                       job.deadline, job.submitted_at)
+            store.save(result, run)
+            kind = outcome(result)
+            late = f", {result.late.days_late:g} day(s) late, -{result.late.points_deducted:g}" \
+                if result.late and result.late.days_late else ""
+            line = (f"{job.student}: {kind} {result.score:.4g}/{result.max_score:g}{late}"
+                    f" ({(result.submission.commit or '')[:10] or job.pinned_by or '-'})")
+            if result.status != "graded":
+                line += f": {result.message.splitlines()[0] if result.message else ''}"
+            with self._lock:
+                self.counts[kind] += 1
+                self.done += 1
+                if result.status == "graded":
+                    self.graded_at.append(time.monotonic())
+                if self._progress is not None:
+                    self._progress.console.print(line, highlight=False, markup=False)
+                    self._progress.update(self._task, advance=1,
+                                          counts=" ".join(f"{k} {v}" for k, v in self.counts.items() if v))
+                else:
+                    self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+                    if self.total is not None and (self.done % self._plain_every == 0 or self.done == self.total):
+                        self.console.print(self.status_line(), highlight=False, markup=False, soft_wrap=True)
+        return save
+
+    def summary(self, store, assignment: Assignment) -> None:
+        results = store.latest(assignment.name)
+        self.console.print(f"{assignment.name}: {len(results)} student(s) in {store.path}", highlight=False,
+                           soft_wrap=True)
+        table = Table()
+        table.add_column("outcome", no_wrap=True)
+        table.add_column("students", justify="right")
+        counts = {o: 0 for o in OUTCOMES}
+        for result in results:
+            counts[outcome(result)] += 1
+        for name, count in counts.items():
+            table.add_row(name, str(count))
+        if self.rejected:
+            table.add_row("roster rows rejected", str(self.rejected))
+        graded = [r for r in results if r.status == "graded"]
+        if graded:
+            mean = sum(r.score for r in graded) / len(graded)
+            table.add_row("mean score (graded)", f"{mean:.2f}/{assignment.max_score:g}", end_section=True)
+        self.console.print(table)
+        slowest = sorted(graded, key=lambda r: r.stages.get("total", 0.0), reverse=True)[:5]
+        if slowest:
+            self.console.print("slowest: " + ", ".join(f"{r.student} {r.stages.get('total', 0.0):.1f} s" for r in slowest),
+                               soft_wrap=True)
+
+
+class _EtaColumn(ProgressColumn):
+    def __init__(self, tally: Tally) -> None:
+        super().__init__()
+        self.tally = tally
+
+    def render(self, task) -> Text:
+        return Text(self.tally.eta_text(), style="progress.remaining")
+
+
+class _WaitingColumn(ProgressColumn):
+    def __init__(self, tally: Tally) -> None:
+        super().__init__()
+        self.tally = tally
+
+    def render(self, task) -> Text:
+        return Text(self.tally.waiting_text(), style="yellow")
