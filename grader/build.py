@@ -1,8 +1,9 @@
 """Build each kernel of a submission into its own shared library, cached by content hash.
 
-Only the files the spec names are taken from the submission; the grader's provided files
-(`utils/` of the student template) always come from the grader. A compile error is a result
-with the compiler's message (file and line), never an exception.
+A kernel's build gets the files the spec names plus every file of the spec's `source_dirs` (the
+course compiles `kernels/` as one program, so kernel files include each other); the grader's
+provided files (`utils/` of the student template) always come from the grader. A compile error
+is a result with the compiler's message (file and line), never an exception.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ COMPILE_TIME_LIMIT_S = 300
 COMPILE_LIMITS = Limits(memory_bytes=8 << 30, processes=256, file_size_bytes=1 << 30, log_bytes=1 << 20)
 MESSAGE_LIMIT = 4000  # characters of compiler output kept in a result
 COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
+# A source folder is copied into every kernel's build: bounded, so a submission can't make it huge.
+SOURCE_DIR_FILES = 256
+SOURCE_DIR_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class Artifact:
     forbidden_symbols: tuple[str, ...]
     cached: bool
     seconds: float
+    files: tuple[str, ...] = ()  # what the library was built from: the submission's files, then the provided ones
 
 
 @functools.cache
@@ -104,12 +109,12 @@ def build_kernel(assignment: Assignment, kernel: Kernel, root: Path, cache_dir: 
                  sandbox: Sandbox | None = None) -> Artifact:
     """Build one kernel; with a sandbox, the compiler (which reads untrusted sources) runs inside it."""
     started = time.perf_counter()
-    files, missing = _collect_files(assignment, kernel, root)
-    if missing:
-        return Artifact(kernel.name, "compile_error", None, f"missing file(s) {', '.join(missing)}: the assignment needs them",
-                        (), False, time.perf_counter() - started)
+    files, problem = collect_files(assignment, kernel, root)
+    if problem:
+        return Artifact(kernel.name, "compile_error", None, problem, (), False, time.perf_counter() - started,
+                        tuple(files))
     shim = shim_source(kernel, assignment.target)
-    command = _compile_command(assignment, kernel, toolchain)
+    command = _compile_command(assignment, kernel, toolchain, library_flags(assignment.libraries, toolchain))
     # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
     key = _build_key(files, shim, command + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
     folder = cache_dir / "builds" / key
@@ -120,7 +125,7 @@ def build_kernel(assignment: Assignment, kernel: Kernel, root: Path, cache_dir: 
             library = folder / "lib.so" if saved["status"] == "built" else None
             if library is None or library.is_file():
                 return Artifact(kernel.name, saved["status"], library, saved["message"],
-                                tuple(saved["forbidden_symbols"]), True, time.perf_counter() - started)
+                                tuple(saved["forbidden_symbols"]), True, time.perf_counter() - started, tuple(files))
         except (ValueError, KeyError):
             pass  # a damaged cache entry is rebuilt, not trusted
     with tempfile.TemporaryDirectory(prefix=f"kg-build-{kernel.name}-") as scratch:
@@ -137,7 +142,7 @@ def build_kernel(assignment: Assignment, kernel: Kernel, root: Path, cache_dir: 
         save_build(folder, workdir / "lib.so" if status == "built" else None,
                    {"status": status, "message": message, "forbidden_symbols": forbidden})
     library = folder / "lib.so" if status == "built" else None
-    return Artifact(kernel.name, status, library, message, forbidden, False, time.perf_counter() - started)
+    return Artifact(kernel.name, status, library, message, forbidden, False, time.perf_counter() - started, tuple(files))
 
 
 def save_build(folder: Path, library: Path | None, record: dict[str, Any]) -> None:
@@ -154,27 +159,83 @@ def save_build(folder: Path, library: Path | None, record: dict[str, Any]) -> No
     os.replace(folder / f"build.json{unique}", folder / "build.json")
 
 
-def _collect_files(assignment: Assignment, kernel: Kernel, root: Path) -> tuple[dict[str, bytes], list[str]]:
-    """The kernel's own sources from the submission, plus the grader's provided files."""
+def collect_files(assignment: Assignment, kernel: Kernel, root: Path) -> tuple[dict[str, bytes], str]:
+    """The files of one kernel's build, and what is wrong with the submission's ("" if nothing).
+
+    The spec's `source_dirs` come whole (regular files only), the kernel's `sources` must exist,
+    and the grader's provided files replace any of the submission's with the same name.
+    """
     files: dict[str, bytes] = {}
-    missing = []
+    total = 0
+    for folder in assignment.source_dirs:
+        base = root / folder
+        if not base.is_dir() or base.is_symlink():
+            continue  # the kernel's own missing files say what is wrong
+        for path in sorted(base.rglob("*")):
+            # A symlink could point at the grader's own files (gold, secret): only regular files count.
+            if path.is_symlink() or not path.is_file() or any(p.startswith(".") for p in path.relative_to(root).parts):
+                continue
+            total += path.stat().st_size
+            if len(files) >= SOURCE_DIR_FILES or total > SOURCE_DIR_BYTES:
+                return files, (f"{folder}/ holds more than {SOURCE_DIR_FILES} files or {SOURCE_DIR_BYTES >> 20} MiB; "
+                               "every kernel's build copies it whole, so keep only your sources there")
+            files[path.relative_to(root).as_posix()] = path.read_bytes()
+    missing, links = [], []
     for relative in kernel.sources:
         path = root / relative
-        # A symlink could point at the grader's own files (gold, secret): only regular files count.
-        if path.is_file() and not path.is_symlink():
+        if path.is_symlink():
+            links.append(relative)
+        elif path.is_file():
             files[relative] = path.read_bytes()
         else:
             missing.append(relative)
+    problems = ([f"missing file(s) {', '.join(missing)}: the assignment needs them"] if missing else []) + \
+               ([f"{', '.join(links)} is a symbolic link; submit the file itself"] if links else [])
     for relative in assignment.provided:
         files[relative] = (assignment.template_dir / relative).read_bytes()
-    return files, missing
+    return files, "; ".join(problems)
 
 
-def _compile_command(assignment: Assignment, kernel: Kernel, toolchain: Toolchain) -> list[str]:
+@functools.cache
+def library_flags(libraries: tuple[str, ...], toolchain: Toolchain) -> tuple[str, ...]:
+    """Compiler flags that link the pack's libraries where this machine has them.
+
+    Linked "as needed": only a library that calls cuBLAS depends on it (and loads it). Looked for
+    beside the CUDA toolkit, then in PyPI's nvidia-cublas package.
+    """
+    if "cublas" not in libraries or toolchain.compiler != "nvcc":
+        return ()
+    nvcc = shutil.which("nvcc")
+    toolkit = Path(nvcc).resolve().parent.parent if nvcc else None
+    if toolkit and any((toolkit / d / "cublas_v2.h").is_file() for d in ("include", "targets/x86_64-linux/include")):
+        return ("-Xlinker", "--as-needed", "-lcublas")
+    package = _pip_cuda_folder("cublas_v2.h")
+    if package is None:
+        return ()
+    library = next(iter(sorted((package / "lib").glob("libcublas.so.*"))), None)
+    if library is None:
+        return ()
+    return ("-I", str(package / "include"), "-L", str(package / "lib"), "-Xlinker", "--as-needed",
+            f"-l:{library.name}", "-Xlinker", f"-rpath={package / 'lib'}")
+
+
+def _pip_cuda_folder(header: str) -> Path | None:
+    """The nvidia/cuNN folder of a PyPI CUDA library package that ships `header`, if installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        for include in sorted(Path(location).glob(f"*/include/{header}"), reverse=True):
+            return include.parent.parent
+    return None
+
+
+def _compile_command(assignment: Assignment, kernel: Kernel, toolchain: Toolchain,
+                     libraries: tuple[str, ...] = ()) -> list[str]:
     compiled = [s for s in kernel.sources if s.endswith(COMPILED_SUFFIXES)]
     if assignment.target == "cuda":
         return [toolchain.compiler, *assignment.compile_flags, *toolchain.arch_flags, "-Xcompiler", "-fPIC", "-shared",
-                "-I.", shim_filename("cuda"), *compiled, "-o", "lib.so"]
+                "-I.", shim_filename("cuda"), *compiled, "-o", "lib.so", *libraries]
     return [toolchain.compiler, *assignment.compile_flags, "-fPIC", "-shared", "-I.", shim_filename("cpp"), *compiled,
             "-o", "lib.so"]
 

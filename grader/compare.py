@@ -124,11 +124,13 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
     with np.errstate(divide="ignore", invalid="ignore"):
         used = float((difference / allowed).max(initial=0.0)) if everything_comparable else float("inf")
     unwritten_count = int(np.count_nonzero(unwritten))
+    computed_nonfinite = int(np.count_nonzero(~np.isfinite(y) & finite_gold & ~unwritten)) if mismatches else 0
     first = None
     if mismatches:
         index = tuple(int(i) for i in np.unravel_index(int(np.argmin(passed)), gold.shape))
         first = Mismatch(name, index, float(g[index]), float(y[index]))
-    message = _explain(name, mismatches, elements, unwritten_count, first, tolerance, max_abs, unwritten)
+    message = _explain(name, mismatches, elements, unwritten_count, computed_nonfinite, first, tolerance, max_abs,
+                       unwritten)
     patterns = _patterns(y, g, tolerance, unwritten, finite_gold) if mismatches else {}
     return Verdict(mismatches == 0, max_abs, max_rel, rel_l2, used, mismatches, elements, unwritten_count, first,
                    message, **patterns)
@@ -157,7 +159,7 @@ def _close(y: np.ndarray, g: np.ndarray, tolerance: Tolerance) -> bool:
     return bool(np.all(np.abs(y - g) <= tolerance.atol + tolerance.rtol * np.abs(g)))
 
 
-def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, first: Mismatch | None,
+def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, nonfinite: int, first: Mismatch | None,
              tolerance: Tolerance, max_abs: float, unwritten: np.ndarray) -> str:
     if mismatches == 0:
         return f"{name}: all {elements:,} elements within tolerance"
@@ -167,8 +169,10 @@ def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, fi
     if unwritten_count:
         where = [int(i) for i in np.unravel_index(int(np.argmax(unwritten)), unwritten.shape)]
         parts.append(f"{unwritten_count:,} of {elements:,} elements never written (first at {where})")
-    wrong = mismatches - unwritten_count
-    if wrong:
+    if nonfinite:
+        parts.append(f"{nonfinite:,} of {elements:,} elements are NaN or Inf where the expected value is finite")
+    wrong = mismatches - unwritten_count - nonfinite
+    if wrong > 0:
         parts.append(f"{wrong:,} of {elements:,} elements outside tolerance (atol={tolerance.atol:g}, "
                      f"rtol={tolerance.rtol:g}; max abs err {max_abs:.3g})")
     if first is not None:

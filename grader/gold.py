@@ -1,7 +1,8 @@
-"""Gold outputs: the trusted reference, run through the very same build and run path.
+"""Gold outputs: the pack's float64 NumPy truth, or the trusted reference run through the very
+same build and run path, as the spec's `gold` says.
 
-Cached by a hash of the reference's build (sources, flags, toolchain) and the case's inputs, so a
-class of 300 computes each case's gold once.
+Cached by content (the NumPy reference's source, or the reference's build: sources, flags,
+toolchain; and the case's inputs), so a class of 300 computes each case's gold once.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import numpy as np
 from grader.build import Artifact, build_submission
 from grader.compare import never_written
 from grader.errors import GoldError, SpecError
+from grader.cases import load_inputs
 from grader.runner import Call, run_calls
 from grader.sandbox import Sandbox
-from grader.spec import Assignment, Case, Kernel
+from grader.spec import Assignment, Case, Kernel, shape_of
 
 GoldKey = tuple[str, str]  # (kernel, case)
 
@@ -30,7 +32,9 @@ def gold_outputs(
     assignment: Assignment, selection: list[tuple[Kernel, Case, Path]], cache_dir: Path, sandbox: Sandbox,
     cuda_arch: str | None = None,
 ) -> dict[GoldKey, dict[str, np.ndarray]]:
-    """Gold for each (kernel, case, inputs folder): from the cache, or by running the reference."""
+    """Gold for each (kernel, case, inputs folder): from the cache, or computed as the spec says."""
+    if assignment.gold == "numpy":
+        return _numpy_gold(assignment, selection, cache_dir)
     kernels = tuple({k.name: k for k, _, _ in selection}.values())
     artifacts = build_submission(assignment, assignment.reference_dir, cache_dir, kernels, cuda_arch=cuda_arch)
     for artifact in artifacts.values():
@@ -47,6 +51,53 @@ def gold_outputs(
         gold[(kernel.name, case.name)] = {b.name: np.load(folder / f"{b.name}.npy") for b in kernel.buffers_with("output")}
         _check_gold(assignment, kernel, case, gold[(kernel.name, case.name)])
     return gold
+
+
+def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path]],
+                cache_dir: Path) -> dict[GoldKey, dict[str, np.ndarray]]:
+    """Gold from numpy_reference.py, in float64, computed in this process (pack code, not student code)."""
+    source = assignment.root / "numpy_reference.py"
+    version = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    truth = None
+    gold = {}
+    for kernel, case, inputs in selection:
+        folder = cache_dir / "gold" / hashlib.sha256(f"numpy/{version}/{kernel.name}/{inputs.name}".encode()).hexdigest()[:32]
+        if not (folder / "COMPLETE").is_file():
+            truth = truth or assignment.numpy_reference()
+            outputs = _call_numpy_reference(assignment, truth, kernel, case, inputs)
+            staging = folder.with_name(f"{folder.name}.tmp-{uuid.uuid4().hex}")
+            staging.mkdir(parents=True)
+            for name, array in outputs.items():
+                np.save(staging / f"{name}.npy", array)
+            (staging / "COMPLETE").write_text("")
+            try:
+                staging.rename(folder)
+            except OSError:  # computed concurrently by another grader: identical content
+                shutil.rmtree(staging, ignore_errors=True)
+        gold[(kernel.name, case.name)] = {b.name: np.load(folder / f"{b.name}.npy") for b in kernel.buffers_with("output")}
+        _check_gold(assignment, kernel, case, gold[(kernel.name, case.name)])
+    return gold
+
+
+def _call_numpy_reference(assignment: Assignment, truth, kernel: Kernel, case: Case,
+                          inputs: Path) -> dict[str, np.ndarray]:
+    where = f"{assignment.root / 'numpy_reference.py'}: {kernel.name}(case {case.name!r})"
+    function = getattr(truth, kernel.name, None)
+    if not callable(function):
+        raise SpecError(f"{assignment.root / 'numpy_reference.py'}: expected a function named '{kernel.name}'")
+    arrays = {name: (None if name in case.null else array) for name, array in load_inputs(inputs).items()}
+    try:
+        outputs = function(**arrays, **case.params)
+    except Exception as error:
+        raise SpecError(f"{where} raised {type(error).__name__}: {error}") from error
+    expected = {b.name: shape_of(b, case.params) for b in kernel.buffers_with("output")}
+    if not isinstance(outputs, dict) or set(outputs) != set(expected):
+        raise SpecError(f"{where} returned {sorted(outputs) if isinstance(outputs, dict) else type(outputs).__name__}; "
+                        f"expected arrays named {sorted(expected)}")
+    for name, shape in expected.items():
+        if np.shape(outputs[name]) != shape:
+            raise SpecError(f"{where}: '{name}' has shape {list(np.shape(outputs[name]))}; the spec says {list(shape)}")
+    return {name: np.asarray(array, dtype=np.float64) for name, array in outputs.items()}
 
 
 def _gold_folder(cache_dir: Path, artifact: Artifact, inputs: Path) -> Path:
@@ -81,7 +132,7 @@ def _check_gold(assignment: Assignment, kernel: Kernel, case: Case, outputs: dic
         if never_written(gold).any():
             raise GoldError(f"{where}: the reference left part of '{name}' unwritten")
         largest = float(np.abs(gold[np.isfinite(gold)]).max(initial=0.0))
-        floor = MIN_GOLD_OVER_ATOL * kernel.tolerance.atol
+        floor = MIN_GOLD_OVER_ATOL * kernel.tolerance_for(case).atol
         if largest < floor:
             raise SpecError(f"{where}: max |gold| of '{name}' is {largest:.3g}, below {MIN_GOLD_OVER_ATOL} x atol = "
                             f"{floor:.3g}, so an all-zeros answer could pass; use larger inputs or a smaller atol")

@@ -3,9 +3,11 @@
     python -m grader.harness PLAN.json PROGRESS.jsonl START_INDEX [STOP_INDEX]
 
 For each planned call from START_INDEX up to STOP_INDEX (default: the end): load the kernel's
-library, allocate its buffers (CuPy on the device for CUDA, NumPy for C++) between poisoned
-margins, fill inputs, poison outputs with a NaN of a known bit pattern, call the shim, check that
-the inputs and the margins are unchanged, and save the outputs as .npy. Progress goes to
+library (creating the course's `cublas_handle` for a library that links cuBLAS), allocate its
+buffers (CuPy on the device for CUDA, NumPy for C++) between poisoned margins, fill inputs, poison
+outputs with a NaN of a known bit pattern, initialise scratch as the spec says, call the shim,
+check that the inputs and the margins are unchanged and that the call did not keep more device
+memory than allowed, and save the outputs as .npy. Progress goes to
 PROGRESS.jsonl one line per event, so that when this process dies the runner knows which call was in flight. Gold outputs
 never enter this process. Only the standard library, NumPy and CuPy are imported here.
 """
@@ -31,6 +33,7 @@ EXIT_DEVICE_ERROR = 3  # the CUDA context is unusable after a sticky error: a fr
 EXIT_NO_DEVICE = 4
 ERROR_CAPACITY = 1024
 MARGIN_BYTES = 1024  # poisoned margin on each side of a buffer; keeps the buffer 256-byte aligned
+LEFTOVER_SEED = 408  # "leftover" scratch: the same finite garbage on every run
 
 
 class Progress:
@@ -58,6 +61,8 @@ class Device:
             properties = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
             name = properties["name"]
             self.name = name.decode() if isinstance(name, bytes) else str(name)
+            # What the device holds before any student code ran (this context included).
+            self.baseline_used = self.used_bytes()
         else:
             import platform
 
@@ -71,6 +76,13 @@ class Device:
     def release(self) -> None:
         if self.target == "cuda":
             self.xp.get_default_memory_pool().free_all_blocks()
+
+    def used_bytes(self) -> int:
+        free, total = self.xp.cuda.runtime.memGetInfo()
+        return int(total - free)
+
+    def free_bytes(self) -> int | None:
+        return int(self.xp.cuda.runtime.memGetInfo()[0]) if self.target == "cuda" else None
 
 
 @dataclass
@@ -124,9 +136,16 @@ def allocate(device: Device, buffer: dict[str, Any], inputs_dir: Path) -> Buffer
     itemsize = np.dtype(buffer["dtype"]).itemsize
     margin = 0 if os.environ.get("KERNEL_GRADER_SANITIZER") else MARGIN_BYTES // itemsize
     given = np.full(buffer["allocate"] + 2 * margin, bits, dtype=unsigned).view(buffer["dtype"])
+    inside = slice(margin, margin + buffer["allocate"])
     if buffer["role"] == "input":
         data = np.load(inputs_dir / f"{buffer['name']}.npy").ravel()
         given[margin: margin + data.size] = data
+    elif buffer["role"] == "scratch" and buffer.get("init") == "zeros":
+        given[inside] = 0
+    elif buffer["role"] == "scratch" and buffer.get("init") == "leftover":
+        # Finite, deterministic garbage: code that assumes zeros fails the same way on every run.
+        rng = np.random.default_rng([LEFTOVER_SEED, len(buffer["name"])])
+        given[inside] = rng.uniform(-1e3, 1e3, buffer["allocate"]).astype(buffer["dtype"])
     if device.target != "cuda":
         return Buffer(buffer["name"], given.copy(), given, margin)
     allocation = device.xp.empty(given.shape, dtype=given.dtype)
@@ -134,10 +153,32 @@ def allocate(device: Device, buffer: dict[str, Any], inputs_dir: Path) -> Buffer
     return Buffer(buffer["name"], allocation, given, margin)
 
 
+def load_library(path: str, progress: Progress, index: int) -> Any:
+    """Load a kernel's library; for one that links cuBLAS, create the course's handle first.
+
+    The course's main program calls cublasCreate before any kernel: a kernel written for it
+    expects `cublas_handle` to be ready. Only a library that calls cuBLAS resolves cublasCreate_v2.
+    """
+    progress.emit(index=index, event="loading")  # a crash from here on is the library's static constructors
+    library = ctypes.CDLL(path)
+    create = getattr(library, "cublasCreate_v2", None)
+    try:
+        handle = ctypes.c_void_p.in_dll(library, "cublas_handle")
+    except ValueError:
+        handle = None
+    if create is not None and handle is not None and not handle.value:
+        create.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        create.restype = ctypes.c_int
+        if create(ctypes.byref(handle)) != 0:
+            raise RuntimeError("cublasCreate failed: the grading machine cannot start cuBLAS")
+    progress.emit(index=index, event="loaded")
+    return library
+
+
 def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], progress: Progress, index: int) -> bool:
     library = libraries.get(call["library"])
     if library is None:
-        library = libraries[call["library"]] = ctypes.CDLL(call["library"])
+        library = libraries[call["library"]] = load_library(call["library"], progress, index)
     function = library.kg_call
     function.restype = ctypes.c_int
     buffers: dict[str, Buffer] = {}
@@ -181,6 +222,13 @@ def run_call(call: dict[str, Any], device: Device, libraries: dict[str, Any], pr
             np.save(output_dir / f"{buffer.name}.npy", inside.reshape(argument["shape"]))
         del buffer, after
     device.release()
+    if device.target == "cuda" and call.get("device_memory_limit"):
+        held = device.used_bytes() - device.baseline_used
+        if held > call["device_memory_limit"]:
+            # Memory the code allocated and kept: the next case (or the real program) would run out.
+            progress.emit(index=index, event="end", status="device_memory", held_bytes=held,
+                          limit_bytes=call["device_memory_limit"])
+            return False
     progress.emit(index=index, event="end", status="ok", wall_ms=wall_ms.value,
                   device_ms=device_ms.value if device_ms.value >= 0 else None, inputs_modified=modified,
                   out_of_bounds=out_of_bounds)
@@ -198,7 +246,7 @@ def main(argv: list[str]) -> int:
     except Exception as error:  # no CuPy, no driver, no GPU: the machine's problem, said once and plainly
         progress.emit(event="device_unavailable", message=f"{type(error).__name__}: {error}")
         return EXIT_NO_DEVICE
-    progress.emit(event="device", name=device.name, at=time.time())
+    progress.emit(event="device", name=device.name, at=time.time(), free_bytes=device.free_bytes())
     libraries: dict[str, Any] = {}
     for index in range(start, stop):
         # "start" precedes loading the library: a crash in its static constructors is this call's.

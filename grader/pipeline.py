@@ -17,11 +17,12 @@ from grader import __version__
 from grader.build import Artifact, build_submission, toolchain_for
 from grader.cases import Seed, prepare_inputs
 from grader.compare import compare
+from grader.device import unavailable_reason
 from grader.gold import gold_outputs
 from grader.repos import Checkout, checkout_folder
 from grader.results import Environment, Result, Submission, SubmissionStatus
 from grader.sanitizer import SanitizerReport, sanitize
-from grader.runner import Call, CallOutcome, run_calls
+from grader.runner import Call, CallOutcome, limits_for, run_calls
 from grader.sandbox import sandbox_named
 from grader.scoring import case_result, score_kernel
 from grader.spec import Assignment, Case, Kernel
@@ -103,6 +104,9 @@ class Ran:
     device: str
     stages: dict[str, float]
     sanitizer: dict[str, list[SanitizerReport]] = field(default_factory=dict)  # kernel -> compute-sanitizer's reports
+    logs: dict[str, str] = field(default_factory=dict)  # kernel -> the tail of its harnesses' stdout/stderr
+    sandbox_enforced: tuple[str, ...] = ()  # what the sandbox applied to the harnesses, with the values
+    not_run_reason: str = ""  # why nothing ran (no GPU here): the kernels were compiled only
 
 
 def execute_stage(built: Built, assignment: Assignment, options: Options, outputs_dir: Path) -> Ran:
@@ -113,6 +117,11 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
     lap = _Laps(built.stages)
     calls = [Call(k, c, built.artifacts[k.name].library, inputs, outputs_dir / k.name / c.name)  # type: ignore[arg-type]
              for k, c, inputs in built.selection if built.artifacts[k.name].status == "built"]
+    if calls and (reason := unavailable_reason(assignment.target)):
+        # Compile feedback still counts on a laptop: every kernel was built; none can run here.
+        outcomes = {(c.kernel.name, c.case.name): CallOutcome(c.kernel.name, c.case.name, "not_run", f"not run: {reason}")
+                    for c in calls}
+        return Ran(built, outcomes, "", lap.stages, not_run_reason=reason)
     report = run_calls(assignment, calls, sandbox_named(options.sandbox)) if calls else None
     lap("run")
     if report is not None:
@@ -127,7 +136,8 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
                              sandbox_named(options.sandbox))
         if sanitizer:
             lap("sanitizer")
-    return Ran(built, outcomes, report.device if report else "", lap.stages, sanitizer)
+    return Ran(built, outcomes, report.device if report else "", lap.stages, sanitizer,
+               report.kernel_logs if report else {}, report.sandbox_enforced if report else ())
 
 
 def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
@@ -136,7 +146,10 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     kernels, artifacts, selection = ran.built.kernels, ran.built.artifacts, ran.built.selection
     seed, checkout, outcomes = ran.built.seed, ran.built.checkout, ran.outcomes
     sandbox = sandbox_named(options.sandbox)
-    gold = gold_outputs(assignment, selection, options.cache_dir, sandbox, options.cuda_arch)
+    ran_ok = {key for key, o in outcomes.items() if o.status == "ok"}
+    # Gold only where something ran: a compile-only grade (no GPU here) needs none.
+    needed = [(k, c, i) for k, c, i in selection if (k.name, c.name) in ran_ok]
+    gold = gold_outputs(assignment, needed, options.cache_dir, sandbox, options.cuda_arch) if needed else {}
     lap("gold")
     kernel_results = []
     for kernel in kernels:
@@ -144,11 +157,13 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         for case in (c for k, c, _ in selection if k is kernel):
             outcome = outcomes.get((kernel.name, case.name))
             verdict = None
+            tolerance = kernel.tolerance_for(case)
             if outcome is not None and outcome.status == "ok" and outcome.output_dir is not None:
                 produced = _load_outputs(outcome.output_dir, kernel)
-                verdict = compare(produced, gold[(kernel.name, case.name)], kernel.tolerance)
-            cases.append(case_result(case, outcome, verdict))
-        kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name)))
+                verdict = compare(produced, gold[(kernel.name, case.name)], tolerance)
+            cases.append(case_result(case, outcome, verdict, tolerance))
+        kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name),
+                                           ran.logs.get(kernel.name, "")))
     lap("compare_and_score")
 
     stages = lap.stages
@@ -160,11 +175,12 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         max_score=sum(k.max_score for k in kernel_results),
         kernels=kernel_results,
         submission=Submission(str(checkout.root), checkout.commit, checkout.commit_time, checkout.dirty),
-        environment=_environment(assignment, options, sandbox, ran.device),
+        environment=_environment(assignment, options, sandbox, ran.device, ran.sandbox_enforced),
         stages={**stages, "total": round(sum(stages.values()), 3)},
         seed={"mode": seed.mode, "fingerprint": seed.fingerprint},
         public_only=options.public_only,
         graded_at=_now(),
+        message=f"compiled only: {ran.not_run_reason}; the cases run where there is a GPU" if ran.not_run_reason else "",
     )
 
 
@@ -195,11 +211,14 @@ def _selection(assignment: Assignment, kernels: tuple[Kernel, ...],
     return seed, selection
 
 
-def _environment(assignment: Assignment, options: Options, sandbox, device: str) -> Environment:
+def _environment(assignment: Assignment, options: Options, sandbox, device: str,
+                 enforced: tuple[str, ...] = ()) -> Environment:
+    """Where it was graded; `enforced`: what the sandbox applied to this run (else what it would apply)."""
     toolchain = toolchain_for(assignment.target, options.cuda_arch)
     return Environment(
         grader_version=__version__, target=assignment.target, device=device,
-        compiler=toolchain.description, sandbox=sandbox.name, sandbox_enforced=sandbox.enforced(),
+        compiler=toolchain.description, sandbox=sandbox.name,
+        sandbox_enforced=list(enforced) or sandbox.enforced(limits_for(assignment), gpu=assignment.target == "cuda"),
         host=platform.node(), python=sys.version.split()[0],
     )
 

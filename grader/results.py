@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-KernelStatus = Literal["passed", "failed", "compile_error", "crashed", "timeout", "not_run"]
+# forbidden: it ran (and its outputs were judged), but it uses a library or symbol the spec forbids.
+KernelStatus = Literal["passed", "failed", "forbidden", "compile_error", "crashed", "timeout", "not_run"]
 # A whole submission: graded, nothing to grade (unreachable or empty repository), or the grader failed on it.
 SubmissionStatus = Literal["graded", "not_submitted", "error"]
 CaseStatus = Literal["passed", "failed", "crashed", "timeout", "not_run"]
@@ -50,6 +51,9 @@ class CaseResult:
     transposed: bool | None = None
     row_shift: int | None = None
     params: dict[str, int] | None = None  # the case's sizes (N, d, ...), as the spec gives them
+    while_loading: bool | None = None  # crashed while its library was loaded (static constructors)
+    atol: float | None = None  # the tolerance this case was judged with (a case may override the kernel's)
+    rtol: float | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,9 @@ class KernelResult:
     build_seconds: float | None = None
     build_cached: bool | None = None
     sanitizer: list[str] = field(default_factory=list)  # compute-sanitizer's findings, in its own words
+    forbidden_symbols: list[str] = field(default_factory=list)  # what it needs that the spec forbids
+    built_from: list[str] = field(default_factory=list)  # the files its library was compiled from
+    log: str = ""  # the tail of its harnesses' stdout/stderr (instructors see it; students' reports don't)
 
     @property
     def cases_passed(self) -> int:

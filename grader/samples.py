@@ -13,22 +13,31 @@ from grader.spec import PROJECT_ROOT, Assignment
 VARIANTS_DIR = PROJECT_ROOT / "tests" / "submissions"
 
 
+ALL_KERNELS = "all"  # a VARIANT.toml's kernel for a whole submission (a course-style family)
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
     folder: Path
-    kernel: str
-    kind: str  # alternative, mutant or hostile
-    expect: str  # the kernel's expected status
+    kernel: str  # the kernel it changes, or "all" for a whole submission
+    kind: str  # alternative, course (as students of the course write it), mutant or hostile
+    expect: str  # the kernel's expected status (every kernel's, for "all")
     why: str
+    failed_cases: tuple[str, ...] | None = None  # where known: exactly the cases it must fail
+
+    @property
+    def whole(self) -> bool:
+        return self.kernel == ALL_KERNELS
 
 
 def variants(assignment: Assignment) -> list[Variant]:
     found = []
     for folder in sorted((VARIANTS_DIR / assignment.name).glob("*/VARIANT.toml")):
         meta = tomllib.loads(folder.read_text())
+        failed = meta.get("failed_cases")
         found.append(Variant(folder.parent.name, folder.parent, meta["kernel"], meta["kind"], meta["expect"],
-                             meta.get("why", "")))
+                             meta.get("why", ""), tuple(failed) if failed is not None else None))
     return found
 
 

@@ -15,17 +15,20 @@ from grader.compare import Verdict
 from grader.results import CaseResult, Deduction, KernelResult, Late, Mismatch, Result
 from grader.runner import CallOutcome
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
-from grader.spec import Case, Kernel, LatePolicy
+from grader.spec import Case, Kernel, LatePolicy, Tolerance
 
 
-def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None) -> CaseResult:
+def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None,
+                tolerance: Tolerance | None = None) -> CaseResult:
     """One case's line in the result, from how its call ended and, if it ran, its verdict."""
+    judged = {"atol": tolerance.atol, "rtol": tolerance.rtol} if tolerance else {}
     if outcome is None:
         return CaseResult(case.name, case.public, "not_run", False, "not run: the kernel did not build", params=_sizes(case))
     if outcome.status != "ok" or verdict is None:
         status = outcome.status if outcome.status != "ok" else "crashed"
         return CaseResult(case.name, case.public, status, False, outcome.message, wall_ms=outcome.wall_ms,
-                          device_ms=outcome.device_ms, params=_sizes(case))
+                          device_ms=outcome.device_ms, params=_sizes(case),
+                          while_loading=outcome.while_loading or None)
     first = verdict.first_mismatch
     passed, message = verdict.passed, verdict.message
     if outcome.inputs_modified:
@@ -44,7 +47,7 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         first_mismatch=Mismatch(first.buffer, list(first.index), first.expected, first.got) if first else None,
         wall_ms=outcome.wall_ms, device_ms=outcome.device_ms,
         nonfinite=verdict.nonfinite, zeros=verdict.zeros, transposed=verdict.transposed, row_shift=verdict.row_shift,
-        params=_sizes(case),
+        params=_sizes(case), **judged,
     )
 
 
@@ -54,18 +57,30 @@ def _sizes(case: Case) -> dict[str, int]:
 
 
 def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
-                 sanitizer: list[SanitizerReport] | None = None) -> KernelResult:
-    """sanitizer: compute-sanitizer's reports on this kernel (a finding costs `sanitizer_penalty` of the weight)."""
+                 sanitizer: list[SanitizerReport] | None = None, log: str = "") -> KernelResult:
+    """Score one kernel: the fraction (or all) of its cases, less the forbidden-symbol and sanitizer deductions.
+
+    A crashed or timed-out case costs that case; a kernel none of whose cases passed takes the status
+    of its first crash or timeout. sanitizer: compute-sanitizer's reports on this kernel (a finding
+    costs `sanitizer_penalty` of the weight).
+    """
     build = {"build_seconds": round(artifact.seconds, 3), "build_cached": artifact.cached,
-             "sanitizer": findings_of(sanitizer or [])}
+             "sanitizer": findings_of(sanitizer or []), "forbidden_symbols": list(artifact.forbidden_symbols),
+             "built_from": list(artifact.files), "log": log}
     if artifact.status == "compile_error":
         return KernelResult(kernel.name, 0.0, kernel.weight, "compile_error", artifact.message, cases, **build)
-    for failure in ("timeout", "crashed"):
-        failed = next((c for c in cases if c.status == failure), None)
-        if failed:
-            return KernelResult(kernel.name, 0.0, kernel.weight, failure,
-                                f"case '{failed.name}': {failed.message}", cases, **build)
     passed = sum(c.passed for c in cases)
+    ran = [c for c in cases if c.status != "not_run"]
+    if cases and not ran:
+        if artifact.forbidden_symbols:  # found in the library: no run is needed to say so
+            return KernelResult(kernel.name, 0.0, kernel.weight, "forbidden",
+                                f"calls {', '.join(artifact.forbidden_symbols)}, which this assignment forbids "
+                                f"({cases[0].message})", cases, **build)
+        return KernelResult(kernel.name, 0.0, kernel.weight, "not_run", cases[0].message, cases, **build)
+    broken = next((c for c in cases if c.status in ("timeout", "crashed")), None)
+    if broken and not passed:
+        return KernelResult(kernel.name, 0.0, kernel.weight, broken.status,  # type: ignore[arg-type]
+                            f"case '{broken.name}': {broken.message}", cases, **build)
     if kernel.partial_credit == "all_or_nothing":
         earned = kernel.weight if passed == len(cases) else 0.0
     else:
@@ -73,7 +88,9 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     deductions = []
     if artifact.forbidden_symbols:
         points = min(earned, kernel.weight * kernel.forbidden_penalty)
-        deductions.append(Deduction(f"uses forbidden symbol(s) {', '.join(artifact.forbidden_symbols)}", points))
+        outputs = "its outputs were correct" if passed == len(cases) else f"its outputs were correct in {passed} of {len(cases)} cases"
+        deductions.append(Deduction(f"calls {', '.join(artifact.forbidden_symbols)}, which this assignment forbids "
+                                    f"({outputs})", points))
     flagged = has_errors(sanitizer or [])
     if flagged and kernel.sanitizer_penalty > 0:
         tools = ", ".join(sorted({r.tool for r in sanitizer or [] if r.errors != 0}))
@@ -81,14 +98,14 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
         points = min(earned - sum(d.points for d in deductions), kernel.weight * kernel.sanitizer_penalty)
         deductions.append(Deduction(f"compute-sanitizer ({tools}) reported errors: {first}", max(0.0, points)))
     score = max(0.0, earned - sum(d.points for d in deductions))
-    failed_checks = artifact.forbidden_symbols or (flagged and kernel.sanitizer_penalty > 0)
-    status = "passed" if passed == len(cases) and not failed_checks else "failed"
+    status = "forbidden" if artifact.forbidden_symbols else \
+        "passed" if passed == len(cases) and not (flagged and kernel.sanitizer_penalty > 0) else "failed"
     first_failure = next((c for c in cases if not c.passed), None)
     messages = [d.reason for d in deductions]
     if first_failure:
         messages.append(f"case '{first_failure.name}': {first_failure.message}")
     message = "; ".join(messages) or f"all {len(cases)} cases passed"
-    return KernelResult(kernel.name, round(score, 6), kernel.weight, status,
+    return KernelResult(kernel.name, round(score, 6), kernel.weight, status,  # type: ignore[arg-type]
                         f"{passed}/{len(cases)} cases passed; " + message if first_failure else message,
                         cases, deductions, **build)
 

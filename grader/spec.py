@@ -24,6 +24,14 @@ from grader.errors import SpecError
 Target = Literal["cuda", "cpp"]
 Role = Literal["input", "output", "scratch"]
 PartialCredit = Literal["fraction", "all_or_nothing"]
+# What a scratch buffer holds when the kernel is called: zeros (as a program that cudaMemsets its
+# activations leaves it), the NaN poison, or deterministic finite garbage (as a reused allocation).
+# Outputs are always poisoned, so that an element never written is told apart.
+Init = Literal["zeros", "poison", "leftover"]
+INITS: tuple[str, ...] = ("zeros", "poison", "leftover")
+GoldSource = Literal["reference", "numpy"]
+# Libraries a pack may link when the machine has them (their use can still be forbidden).
+LIBRARIES = ("cublas",)
 
 # The C types a host signature may use, and the NumPy dtype each one carries.
 SCALAR_DTYPES = {"int": "int32", "float": "float32", "double": "float64", "long": "int64"}
@@ -72,6 +80,7 @@ class Buffer:
     allocate: str | None = None  # element count when larger than the shape (scratch reuse)
     nullable: bool = False
     mutable: bool = False  # an input the kernel may overwrite as scratch
+    init: Init = "poison"  # scratch only: what it holds when the kernel is called (outputs: always poison)
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,7 @@ class Case:
     public: bool
     params: dict[str, Any]  # integers for scalar arguments and shapes, plus generator knobs
     null: tuple[str, ...] = ()  # nullable buffers passed as NULL in this case
+    tolerance: Tolerance | None = None  # overrides the kernel's for an ill-conditioned case
 
 
 @dataclass(frozen=True)
@@ -106,12 +116,23 @@ class Kernel:
     # weight a finding costs (1.0: the kernel fails).
     sanitizer: tuple[str, ...] = ()
     sanitizer_penalty: float = 0.0
+    # Wall time for all of this kernel's cases together, harness starts included: a looping kernel
+    # costs its own budget, not the per-call limit once per case.
+    time_budget_s: float | None = None
 
     def buffer(self, name: str) -> Buffer:
         return next(b for b in self.buffers if b.name == name)
 
     def buffers_with(self, role: Role) -> tuple[Buffer, ...]:
         return tuple(b for b in self.buffers if b.role == role)
+
+    def tolerance_for(self, case: Case) -> Tolerance:
+        return case.tolerance or self.tolerance
+
+    @property
+    def budget_s(self) -> float:
+        """The kernel's whole budget: the spec's, else twice the per-call limit."""
+        return self.time_budget_s or 2 * self.time_limit_s
 
 
 @dataclass(frozen=True)
@@ -148,7 +169,13 @@ class Assignment:
     # The sandbox's limits for this pack (None: the grader's defaults, see grader.sandbox.Limits).
     memory_limit_mb: int | None = None
     process_limit: int | None = None
-    submission_time_limit_s: float | None = None  # the whole run stage; None: the sum of the per-call limits
+    device_memory_limit_mb: int | None = None  # device memory a call may keep after returning (None: 8 GiB)
+    submission_time_limit_s: float | None = None  # the whole run stage; None: the sum of the kernels' budgets
+    # Folders of the submission that every kernel's build sees whole (the course compiles kernels/
+    # as one program, so kernel files include each other); `sources` are the files that must exist.
+    source_dirs: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()  # linked where installed (e.g. cuBLAS); forbidden_symbols still apply
+    gold: GoldSource = "reference"  # what gold comes from: the reference run the same way, or numpy_reference.py
 
     @property
     def spec_file(self) -> Path:
@@ -323,6 +350,8 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         "forbidden_penalty": top.get("forbidden_penalty", float, 1.0),
         "sanitizer": top.strings("sanitizer", ()),
         "sanitizer_penalty": top.get("sanitizer_penalty", float, 0.0),
+        "scratch_init": top.choice("scratch_init", INITS, "poison"),
+        "kernel_time_limit_s": top.get("kernel_time_limit_s", float, None),
     }
     kernels_table = document.get("kernels")
     if not isinstance(kernels_table, list) or not kernels_table:
@@ -346,7 +375,11 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         late=_load_late_policy(document["assignment"].get("late"), f"{spec_file} [assignment.late]"),
         memory_limit_mb=top.get("memory_limit_mb", int, None),
         process_limit=top.get("process_limit", int, None),
+        device_memory_limit_mb=top.get("device_memory_limit_mb", int, None),
         submission_time_limit_s=top.get("submission_time_limit_s", float, None),
+        source_dirs=tuple(d.strip("/") for d in top.strings("source_dirs", ())),
+        libraries=_libraries(top.strings("libraries", ()), f"{spec_file} [assignment] key 'libraries'"),
+        gold=top.choice("gold", ("reference", "numpy"), "reference"),  # type: ignore[arg-type]
     )
     if assignment.name != pack.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {pack.name!r}")
@@ -394,6 +427,10 @@ def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) ->
         if role == "output" and parameter.const:
             raise SpecError(f"{where} buffers.{parameter.name}: an output cannot be a const pointer")
         shape = tuple(s.strip() for s in b.get("shape", str).split(","))
+        init = b.choice("init", INITS, defaults["scratch_init"] if role == "scratch" else "poison")
+        if role != "scratch" and "init" in buffers_table[parameter.name]:
+            raise SpecError(f"{where} buffers.{parameter.name}: 'init' is for scratch buffers only; inputs come "
+                            f"from inputs.py and outputs are always poisoned (found role '{role}')")
         buffers.append(
             Buffer(
                 name=parameter.name,
@@ -403,6 +440,7 @@ def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) ->
                 allocate=b.get("allocate", str, None),
                 nullable=b.get("nullable", bool, False),
                 mutable=b.get("mutable", bool, False),
+                init=init,  # type: ignore[arg-type]
             )
         )
     unknown = set(buffers_table) - {b.name for b in buffers}
@@ -411,18 +449,17 @@ def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) ->
     if not any(b.role == "output" for b in buffers):
         raise SpecError(f"{where}: no buffer has role 'output', so nothing would be graded")
 
-    tolerance_table = _Reader(read.get("tolerance", dict), f"{where} tolerance")
-    tolerance = Tolerance(atol=tolerance_table.get("atol", float), rtol=tolerance_table.get("rtol", float))
-    if tolerance.atol < 0 or tolerance.rtol < 0:
-        raise SpecError(f"{where} tolerance: atol and rtol must be >= 0, found {tolerance}")
+    tolerance = _tolerance(read.get("tolerance", dict), f"{where} tolerance")
 
     scalars = [p.name for p in signature.parameters if not p.pointer]
     cases = []
     for i, raw in enumerate(read.get("cases", list)):
         c = _Reader(raw, f"{where} cases[{i}]")
         case_name = c.get("name", str)
-        params = {k: v for k, v in raw.items() if k not in ("name", "public", "null")}
-        case = Case(name=case_name, public=c.get("public", bool, False), params=params, null=c.strings("null", ()))
+        params = {k: v for k, v in raw.items() if k not in ("name", "public", "null", "tolerance")}
+        override = c.get("tolerance", dict, None)
+        case = Case(name=case_name, public=c.get("public", bool, False), params=params, null=c.strings("null", ()),
+                    tolerance=_tolerance(override, f"{where} case '{case_name}' tolerance") if override else None)
         _check_case(case, scalars, buffers, f"{where} case '{case_name}'")
         cases.append(case)
     if len(cases) == 0:
@@ -448,7 +485,26 @@ def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) ->
         forbidden_penalty=read.get("forbidden_penalty", float, defaults["forbidden_penalty"]),
         sanitizer=_sanitizer_tools(read.strings("sanitizer", defaults["sanitizer"]), f"{where} key 'sanitizer'"),
         sanitizer_penalty=read.get("sanitizer_penalty", float, defaults["sanitizer_penalty"]),
+        time_budget_s=read.get("time_budget_s", float, defaults["kernel_time_limit_s"]),
     )
+
+
+def _tolerance(table: dict[str, Any], where: str) -> Tolerance:
+    read = _Reader(table, where)
+    unknown = set(table) - {"atol", "rtol"}
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected atol and rtol")
+    tolerance = Tolerance(atol=read.get("atol", float), rtol=read.get("rtol", float))
+    if tolerance.atol < 0 or tolerance.rtol < 0:
+        raise SpecError(f"{where}: atol and rtol must be >= 0, found {tolerance}")
+    return tolerance
+
+
+def _libraries(names: tuple[str, ...], where: str) -> tuple[str, ...]:
+    unknown = [n for n in names if n not in LIBRARIES]
+    if unknown:
+        raise SpecError(f"{where}: unknown librar(ies) {unknown}; expected some of {', '.join(LIBRARIES)}")
+    return names
 
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")

@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.build import build_submission, save_build, summarise_compiler_output
+from grader.build import build_submission, library_flags, save_build, summarise_compiler_output, toolchain_for
 from grader.shim import SHIM_SYMBOL, shim_source
 from grader.spec import Assignment, load_assignment
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+needs_cublas = pytest.mark.skipif(shutil.which("nvcc") is None or not library_flags(("cublas",), toolchain_for("cuda")),
+                                  reason="needs nvcc and cuBLAS (the CUDA toolkit's, or `pip install nvidia-cublas`)")
 
 
 @pytest.fixture(scope="module")
@@ -79,18 +81,79 @@ def test_cuda_compile_error_names_file_and_line_and_costs_one_kernel(gpt2: Assig
     assert artifacts["residual"].status == "built"
 
 
-@needs_nvcc
+@needs_cublas
 def test_forbidden_cublas_call_is_found_in_the_library(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
     root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
     (root / "kernels" / "residual.cuh").write_text(
         '#pragma once\n#include "../utils/cuda_utils.cuh"\n'
         "float cublas_lookalike_defined_here = 0.0f;  // defined, not called: not a use of cuBLAS\n"
-        'extern "C" int cublasSaxpy_v2(void*, int, const float*, const float*, int, float*, int);\n'
         "void residual_forward(float* out, float* inp1, float* inp2, int N) {\n"
-        "    float one = 1.0f; cublasSaxpy_v2(nullptr, N, &one, inp1, 1, out, 1); }\n")
+        "    float one = 1.0f;\n"
+        "    cudaMemcpy(out, inp2, N * sizeof(float), cudaMemcpyDeviceToDevice);\n"
+        "    cublasCheck(cublasSaxpy(cublas_handle, N, &one, inp1, 1, out, 1)); }\n")
     artifacts = build_submission(gpt2, root, cache_dir, (gpt2.kernel("residual"),), cuda_arch="sm_90")
-    assert artifacts["residual"].status == "built"
+    assert artifacts["residual"].status == "built", artifacts["residual"].message
     assert artifacts["residual"].forbidden_symbols == ("cublasSaxpy_v2",)
+    # Linked as the course's build links it, so that the harness can load it and create the handle.
+    assert "libcublas" in _needed(artifacts["residual"].library)
+
+
+@needs_cublas
+def test_only_a_library_that_calls_cublas_depends_on_it(gpt2: Assignment, cache_dir: Path) -> None:
+    artifacts = build_submission(gpt2, gpt2.reference_dir, cache_dir, (gpt2.kernel("gelu"),), cuda_arch="sm_90")
+    assert artifacts["gelu"].status == "built" and "libcublas" not in _needed(artifacts["gelu"].library)
+    assert artifacts["gelu"].forbidden_symbols == ()
+
+
+@needs_cublas
+def test_the_provided_header_offers_what_the_courses_does(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    """FLT_MAX (float.h), memset (string.h), cublas_compute_type and the handle compile with only our header."""
+    root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
+    (root / "kernels" / "gelu.cuh").write_text(
+        '#pragma once\n#include "../utils/cuda_utils.cuh"\n'
+        "__global__ void course_gelu(float* out, const float* inp, int N, float floor_value) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < N) out[i] = fmaxf(floor_value, 0.5f * inp[i] * (1.0f + tanhf(0.79788456f * inp[i])));\n}\n"
+        "void gelu_forward(float* out, const float* inp, int N) {\n"
+        "    float lowest = -FLT_MAX; char scratch[16]; memset(scratch, 0, sizeof(scratch));\n"
+        "    cublasComputeType_t unused = cublas_compute_type; (void)unused; (void)cublas_handle;\n"
+        "    course_gelu<<<CEIL_DIV(N, 256), 256>>>(out, inp, N, lowest);\n    cudaCheck(cudaGetLastError());\n}\n")
+    artifacts = build_submission(gpt2, root, cache_dir, (gpt2.kernel("gelu"),), cuda_arch="sm_90")
+    assert artifacts["gelu"].status == "built", artifacts["gelu"].message
+    assert artifacts["gelu"].forbidden_symbols == ()  # naming the handle is not calling cuBLAS
+
+
+@needs_nvcc
+def test_kernel_files_may_include_each_other(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    """The course compiles kernels/ as one program: attention may reuse its own matmul.cuh."""
+    root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
+    attention = (root / "kernels" / "attention.cuh").read_text()
+    (root / "kernels" / "attention.cuh").write_text(attention.replace(
+        '#include "../kernels/softmax.cuh"', '#include "../kernels/softmax.cuh"\n#include "./matmul.cuh"\n'
+        '#include "attention_helpers.cuh"'))
+    (root / "kernels" / "attention_helpers.cuh").write_text("#pragma once\nconstexpr int HELPER_TILE = 16;\n")
+    artifacts = build_submission(gpt2, root, cache_dir, (gpt2.kernel("attention"),), cuda_arch="sm_90")
+    assert artifacts["attention"].status == "built", artifacts["attention"].message
+    assert {"kernels/matmul.cuh", "kernels/attention_helpers.cuh", "utils/cuda_utils.cuh"} <= set(
+        artifacts["attention"].files)
+    # A change in an included file is a change in the kernel's build: never a stale cached library.
+    (root / "kernels" / "matmul.cuh").write_text((root / "kernels" / "matmul.cuh").read_text() + "\n// edited\n")
+    rebuilt = build_submission(gpt2, root, cache_dir, (gpt2.kernel("attention"),), cuda_arch="sm_90")
+    assert not rebuilt["attention"].cached
+
+
+def test_a_kernel_file_that_is_a_symlink_is_named_as_such(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
+    (root / "kernels" / "gelu.cuh").unlink()
+    (root / "kernels" / "gelu.cuh").symlink_to(root / "kernels" / "residual.cuh")
+    artifacts = build_submission(gpt2, root, cache_dir, (gpt2.kernel("gelu"),), cuda_arch="sm_90")
+    assert artifacts["gelu"].status == "compile_error"
+    assert artifacts["gelu"].message == "kernels/gelu.cuh is a symbolic link; submit the file itself"
+
+
+def _needed(library: Path | None) -> str:
+    assert library is not None
+    return subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
 
 
 @needs_nvcc

@@ -79,6 +79,8 @@ def test_cuda_assignment_on_a_machine_without_gpu_says_so_plainly(cache_dir: Pat
 
         pytest.skip("this machine has a GPU: the message for machines without one can't be provoked")
     completed = grader("check", str(load_assignment("gpt2-m1").reference_dir), cache_dir=cache_dir)
-    assert completed.returncode == 2
-    assert "this machine cannot run cuda kernels" in completed.stderr and "cupy" in completed.stderr
-    assert "Traceback" not in completed.stderr
+    # Every kernel compiled and none could run: the compile feedback is what a laptop can give.
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "compiled only: this machine has no NVIDIA GPU" in " ".join(completed.stdout.split())
+    assert "not_run" in completed.stdout
+    assert "Traceback" not in completed.stderr and "ModuleNotFoundError" not in completed.stdout

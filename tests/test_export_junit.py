@@ -47,10 +47,11 @@ def test_one_testcase_per_kernel_and_case(class_results: dict[str, Result]) -> N
     assert failure is not None and "475 of 888 elements outside tolerance" in failure.get("message")
 
 
-def test_crashes_and_compile_errors_are_errors_and_unrun_cases_skipped(class_results: dict[str, Result]) -> None:
+def test_crashes_and_compile_errors_are_errors(class_results: dict[str, Result]) -> None:
     dana = ET.fromstring(junit.render(class_results["dana"]))
     assert "SIGSEGV" in dana.find(".//testcase[@name='flash_attention[one-row]']/error").get("message")
-    assert dana.find(".//testcase[@name='flash_attention[odd-sizes]']/skipped") is not None
+    # A crash costs its own case: the next case ran in a fresh harness (and crashed too).
+    assert "SIGSEGV" in dana.find(".//testcase[@name='flash_attention[odd-sizes]']/error").get("message")
     emil = ET.fromstring(junit.render(class_results["emil"]))
     error = emil.find(".//testcase[@name='standard_attention[one-row]']/error")
     assert error.get("type") == "compile_error" and "src/standard_attention.cpp:12:" in error.text

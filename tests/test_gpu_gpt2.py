@@ -7,14 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from grader.cases import Seed, load_inputs, prepare_inputs
-from grader.gold import gold_outputs
 from grader.pipeline import Options, grade
 from grader.samples import Variant, variants
-from grader.sandbox.local import LocalSandbox
 from grader.spec import Assignment, load_assignment
 
 from conftest import grade_variant, variant_params, with_time_limit
@@ -35,23 +31,17 @@ def test_reference_scores_ten_out_of_ten(gpt2: Assignment, tmp_path: Path, cache
     assert all(c.device_ms is not None for k in result.kernels for c in k.cases)
 
 
-def test_cuda_reference_agrees_with_numpy_in_float64(gpt2: Assignment, cache_dir: Path) -> None:
-    truth = gpt2.numpy_reference()
-    seed = Seed(gpt2.public_seed)
-    selection = [(k, c, prepare_inputs(gpt2, k, c, seed, cache_dir)) for k in gpt2.kernels for c in k.cases]
-    gold = gold_outputs(gpt2, selection, cache_dir, LocalSandbox())
-    for kernel, case, inputs in selection:
-        arrays = {name: (None if name in case.null else array) for name, array in load_inputs(inputs).items()}
-        expected = getattr(truth, kernel.name)(**arrays, **case.params)
-        for name, want in expected.items():
-            got = gold[(kernel.name, case.name)][name].astype(np.float64)
-            error = np.abs(got - want)
-            allowed = kernel.tolerance.atol + kernel.tolerance.rtol * np.abs(want)
-            rel_l2 = np.linalg.norm(got - want) / np.linalg.norm(want)
-            # FP32 reference against float64 truth: within a quarter of the tolerance students get
-            # (low-variance layernorm rows amplify float32 rounding by rstd ~ 100: 0.13 measured).
-            assert rel_l2 < 1e-5, (kernel.name, case.name, rel_l2)
-            assert (error <= 0.25 * allowed).all(), (kernel.name, case.name, float((error / allowed).max()))
+def test_cuda_reference_is_within_a_third_of_every_tolerance_of_the_float64_truth(
+        gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    # Gold is numpy_reference.py in float64: our float32 reference is one more family that must pass
+    # every case with its worst error at most 1/3 of the tolerance (benchmarks/RESULTS.md).
+    assert gpt2.gold == "numpy"
+    result = grade_variant(gpt2, None, tmp_path, cache_dir)
+    for kernel in result.kernels:
+        for case in kernel.cases:
+            assert case.passed and case.tolerance_used is not None and case.tolerance_used <= 1 / 3, \
+                (kernel.name, case.name, case.tolerance_used)
+            assert case.rel_l2_err is not None and case.rel_l2_err < 1e-5, (kernel.name, case.name, case.rel_l2_err)
 
 
 def test_template_scores_zero_with_every_kernel_compiled(gpt2: Assignment, cache_dir: Path) -> None:
@@ -64,14 +54,22 @@ def test_template_scores_zero_with_every_kernel_compiled(gpt2: Assignment, cache
 @pytest.mark.parametrize("variant", [p for p in variant_params("gpt2-m1") if p.values[0].kind != "hostile"])
 def test_alternative_passes_and_mutant_loses_points(variant: Variant, gpt2: Assignment, tmp_path: Path,
                                                     cache_dir: Path) -> None:
-    # Each kernel is its own library and harness call: grading the variant's kernel alone is the same verdict.
-    result = grade_variant(gpt2, variant, tmp_path, cache_dir, kernels=(variant.kernel,))
-    (kernel,) = result.kernels
-    assert kernel.status == variant.expect, kernel.message
-    if variant.expect == "passed":
-        assert kernel.score == kernel.max_score
-    else:
-        assert kernel.score < kernel.max_score
+    # Each kernel is its own library and harness call: grading the variant's kernel alone is the same
+    # verdict. A course-style family is graded whole: it must score 10/10 as a student's submission.
+    kernels = () if variant.whole or variant.kind == "course" else (variant.kernel,)
+    result = grade_variant(gpt2, variant, tmp_path, cache_dir, kernels=kernels)
+    for kernel in (k for k in result.kernels if variant.whole or k.name == variant.kernel):
+        assert kernel.status == variant.expect, (kernel.name, kernel.message)
+        if variant.expect == "passed":
+            assert kernel.score == kernel.max_score
+        else:
+            assert kernel.score < kernel.max_score
+        if variant.failed_cases is not None:
+            assert [c.name for c in kernel.cases if not c.passed] == list(variant.failed_cases), kernel.message
+    if variant.expect == "forbidden":
+        assert "which this assignment forbids (its outputs were correct)" in result.kernels[0].message
+    if variant.kind == "course":
+        assert result.score == result.max_score == 10
 
 
 # The attacker's corpus (attack-*) has its own test, on every backend: tests/test_gpu_sandbox.py.

@@ -7,12 +7,17 @@ runtime and `$KERNEL_GRADER_IMAGE` is the CUDA image (`ci/Dockerfile` with its d
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
-from grader.samples import variants
+from grader.build import build_submission
+from grader.cases import Seed, prepare_inputs
+from grader.runner import Call, run_calls
+from grader.samples import compose, variants
+from grader.sandbox.local import LocalSandbox
 from grader.sanitizer import sanitizer_binary
 from grader.spec import Assignment, load_assignment
 
@@ -86,3 +91,46 @@ def test_reference_is_clean_under_every_sanitizer_tool_the_spec_asks(gpt2: Assig
     for kernel in result.kernels:
         assert kernel.status == "passed" and kernel.sanitizer == [], (kernel.name, kernel.sanitizer)
     assert "sanitizer" in result.stages
+
+
+def _available_host_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) << 10
+    return 0
+
+
+@pytest.mark.parametrize("name", ["attack-gelu-host-memory-hog", "attack-gelu-pinned-memory-hog"])
+def test_host_memory_hog_is_stopped_at_the_specs_limit_without_cgroups(name: str, gpt2: Assignment, tmp_path: Path,
+                                                                       cache_dir: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 GiB touched (bounded) against a 4 GiB limit, on the path GPU runners without cgroups take."""
+    monkeypatch.setenv("KERNEL_GRADER_NO_CGROUPS", "1")
+    limited = dataclasses.replace(gpt2, memory_limit_mb=4096)
+    before = _available_host_bytes()
+    result = grade_variant(limited, ATTACKS[name], tmp_path, cache_dir, kernels=("gelu", "residual"))
+    gelu, residual = (next(k for k in result.kernels if k.name == n) for n in ("gelu", "residual"))
+    assert gelu.status == "crashed" and gelu.score == 0, gelu.message
+    assert all("exceeded the memory limit (4 GiB)" in c.message for c in gelu.cases), [c.message for c in gelu.cases]
+    assert residual.status == "passed" and residual.score == residual.max_score
+    assert any("memory 4096 MiB" in line for line in result.environment.sandbox_enforced), \
+        result.environment.sandbox_enforced
+    # Nothing of it stays behind: the machine has its memory back.
+    assert _available_host_bytes() > before - (2 << 30)
+
+
+def test_a_kernel_holding_the_card_fails_alone_and_the_next_harness_finds_it_free(gpt2: Assignment, tmp_path: Path,
+                                                                                  cache_dir: Path) -> None:
+    folder = compose(gpt2, ATTACKS["attack-gelu-device-memory-hog"], tmp_path / "submission")
+    kernels = (gpt2.kernel("gelu"), gpt2.kernel("residual"))
+    artifacts = build_submission(gpt2, folder, cache_dir, kernels)
+    seed = Seed(gpt2.public_seed)
+    calls = [Call(k, c, artifacts[k.name].library, prepare_inputs(gpt2, k, c, seed, cache_dir),  # type: ignore[arg-type]
+                  tmp_path / "out" / k.name / c.name) for k in kernels for c in k.cases[:2]]
+    report = run_calls(gpt2, calls, LocalSandbox())
+    assert [o.status for o in report.outcomes] == ["crashed", "crashed", "ok", "ok"], [o.message for o in report.outcomes]
+    assert "of device memory allocated after returning" in report.outcomes[0].message
+    # One harness per failed case, then one for residual: each found the card as the first one did.
+    assert len(report.free_bytes_at_start) == 3
+    first = report.free_bytes_at_start[0]
+    assert all(free > first - (1 << 30) for free in report.free_bytes_at_start[1:]), report.free_bytes_at_start

@@ -1,4 +1,4 @@
-"""Scoring: partial credit, all-or-nothing, crashes fail the whole kernel, forbidden symbols deduct."""
+"""Scoring: partial credit, all-or-nothing, a crash costs its case, forbidden symbols deduct and say so."""
 
 from __future__ import annotations
 
@@ -29,11 +29,25 @@ def test_all_or_nothing_gives_nothing_for_one_failure() -> None:
     assert score_kernel(strict, BUILT, cases(["passed"] * 6)).score == 2.0
 
 
-def test_crash_or_timeout_fails_the_whole_kernel() -> None:
-    crashed = score_kernel(KERNEL, BUILT, cases(["passed"] * 4 + ["crashed", "not_run"]))
-    assert crashed.status == "crashed" and crashed.score == 0.0
+def test_a_crashed_or_timed_out_case_costs_that_case_only() -> None:
+    # A launch error at T = 1 (a grid of 0 blocks) must not take the kernel's other cases with it.
+    crashed = score_kernel(KERNEL, BUILT, cases(["crashed"] + ["passed"] * 5))
+    assert crashed.status == "failed" and crashed.score == round(2.0 * 5 / 6, 6)
+    assert "case 'c0': crashed" in crashed.message
     timed_out = score_kernel(KERNEL, BUILT, cases(["passed", "timeout"] + ["not_run"] * 4))
+    assert timed_out.status == "failed" and timed_out.score == round(2.0 / 6, 6)
+
+
+def test_a_kernel_with_no_passing_case_takes_its_first_crash_or_timeout_as_status() -> None:
+    assert score_kernel(KERNEL, BUILT, cases(["failed", "crashed"] + ["crashed"] * 4)).status == "crashed"
+    timed_out = score_kernel(KERNEL, BUILT, cases(["timeout"] + ["not_run"] * 5))
     assert timed_out.status == "timeout" and timed_out.score == 0.0
+
+
+def test_a_kernel_that_could_not_run_here_is_not_run_with_the_reason() -> None:
+    result = score_kernel(KERNEL, BUILT, [CaseResult(f"c{i}", False, "not_run", False, "not run: this machine has no "
+                                                     "NVIDIA GPU") for i in range(6)])
+    assert result.status == "not_run" and result.message == "not run: this machine has no NVIDIA GPU"
 
 
 def test_compile_error_scores_zero_with_the_compilers_message() -> None:
@@ -43,10 +57,21 @@ def test_compile_error_scores_zero_with_the_compilers_message() -> None:
     assert "flash_attention.cpp:3:1" in result.message
 
 
-def test_forbidden_symbol_deducts_the_specs_share() -> None:
+def test_forbidden_symbol_deducts_the_specs_share_and_says_whether_the_outputs_were_right() -> None:
     forbidden = dataclasses.replace(BUILT, forbidden_symbols=("cublasSgemm_v2",))
     full_penalty = score_kernel(KERNEL, forbidden, cases(["passed"] * 6))
-    assert full_penalty.score == 0.0 and full_penalty.status == "failed"
-    assert "cublasSgemm_v2" in full_penalty.message
+    assert full_penalty.score == 0.0 and full_penalty.status == "forbidden"
+    assert full_penalty.message == ("calls cublasSgemm_v2, which this assignment forbids (its outputs were correct)")
+    assert full_penalty.forbidden_symbols == ["cublasSgemm_v2"]
     half = score_kernel(dataclasses.replace(KERNEL, forbidden_penalty=0.5), forbidden, cases(["passed"] * 6))
     assert half.score == 1.0 and half.deductions[0].points == 1.0
+    wrong = score_kernel(KERNEL, forbidden, cases(["passed"] * 4 + ["failed"] * 2))
+    assert wrong.status == "forbidden" and "its outputs were correct in 4 of 6 cases" in wrong.message
+
+
+def test_a_forbidden_call_is_reported_even_where_nothing_could_run() -> None:
+    forbidden = dataclasses.replace(BUILT, forbidden_symbols=("cublasSgemm_v2",))
+    unrun = [CaseResult(f"c{i}", False, "not_run", False, "not run: this machine has no NVIDIA GPU") for i in range(6)]
+    result = score_kernel(KERNEL, forbidden, unrun)
+    assert result.status == "forbidden" and result.score == 0
+    assert result.message == "calls cublasSgemm_v2, which this assignment forbids (not run: this machine has no NVIDIA GPU)"

@@ -65,9 +65,19 @@ def _broken(tmp_path: Path, old: str, new: str) -> str:
         ('name = "flash-attention-cpu"', 'name = "flash"', r"name 'flash' must match the folder 'flash-attention-cpu'"),
         ("[assignment]", "[assignment", r"assignment\.toml: not valid TOML"),
         ("public_seed = 2024", "", r"\[assignment\]: missing key 'public_seed'"),
+        ('role = "output", shape = "N, d" }', 'role = "output", shape = "N, d", init = "zeros" }',
+         r"buffers\.O: 'init' is for scratch buffers only; inputs come from inputs\.py and outputs are always poisoned"),
+        ("public_seed = 2024", 'public_seed = 2024\nscratch_init = "garbage"',
+         r"key 'scratch_init' must be one of zeros, poison, leftover, found 'garbage'"),
+        ("public_seed = 2024", 'public_seed = 2024\nlibraries = ["mkl"]', r"unknown librar\(ies\) \['mkl'\]; expected some of cublas"),
+        ('{ name = "one-row", public = true, N = 1, d = 16 }',
+         '{ name = "one-row", public = true, N = 1, d = 16, tolerance = { atol = 1e-3 } }',
+         r"case 'one-row' tolerance: missing key 'rtol'"),
+        ("public_seed = 2024", 'public_seed = 2024\ngold = "oracle"', r"key 'gold' must be one of reference, numpy, found 'oracle'"),
     ],
     ids=["bad-target", "bad-weight", "bad-signature", "unsupported-type", "unbuffered-pointer", "missing-scalar",
-         "bad-role", "unknown-shape-name", "name-mismatch", "invalid-toml", "missing-seed"],
+         "bad-role", "unknown-shape-name", "name-mismatch", "invalid-toml", "missing-seed", "init-on-output",
+         "bad-scratch-init", "unknown-library", "case-tolerance-without-rtol", "bad-gold"],
 )
 def test_broken_spec_names_file_key_and_expectation(tmp_path: Path, old: str, new: str, expected: str) -> None:
     message = _broken(tmp_path, old, new)
@@ -85,3 +95,24 @@ def test_missing_numpy_reference_is_named(tmp_path: Path) -> None:
 def test_unknown_assignment_lists_the_known_ones() -> None:
     with pytest.raises(SpecError, match=r"no assignment named 'gpt3'.*known: .*flash-attention-cpu.*gpt2-m1"):
         load_assignment("gpt3")
+
+
+def test_gpt2_m1_zeroes_scratch_builds_the_whole_kernels_folder_and_judges_against_float64_truth() -> None:
+    gpt2 = load_assignment("gpt2-m1")
+    assert gpt2.source_dirs == ("kernels",) and gpt2.gold == "numpy" and gpt2.libraries == ("cublas",)
+    scratch = {b.name: b.init for k in gpt2.kernels for b in k.buffers if b.role == "scratch"}
+    assert scratch == {"mean": "zeros", "rstd": "zeros", "qkvr": "zeros", "att": "zeros"}
+
+
+def test_a_case_may_override_its_kernels_tolerance(tmp_path: Path) -> None:
+    pack = copy_pack("flash-attention-cpu", tmp_path)
+    spec = pack / "assignment.toml"
+    spec.write_text(spec.read_text().replace('{ name = "one-row", public = true, N = 1, d = 16 }',
+                                             '{ name = "one-row", public = true, N = 1, d = 16, '
+                                             'tolerance = { atol = 0.5, rtol = 0.25 } }', 1))
+    kernel = load_assignment(pack).kernel("standard_attention")
+    one_row = next(c for c in kernel.cases if c.name == "one-row")
+    assert kernel.tolerance_for(one_row).atol == 0.5 and kernel.tolerance_for(one_row).rtol == 0.25
+    assert "tolerance" not in one_row.params
+    other = next(c for c in kernel.cases if c.name != "one-row")
+    assert kernel.tolerance_for(other) == kernel.tolerance

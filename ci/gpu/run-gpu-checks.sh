@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU runner, from the repository root: everything that needs the GPU, each part time-boxed so
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
-#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: tests sandbox overhead batch batch-no-timeouts margins latency demo
+#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests sandbox overhead batch batch-no-timeouts margins latency demo
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -35,7 +35,10 @@ for part in $parts; do
     # The same class without the submission that loops until its 60 s limit: the throughput of the pipeline itself.
     batch-no-timeouts) run batch-no-timeouts 300 python3 benchmarks/batch.py gpt2-m1 -n 8 \
       --mix correct=5,broken=2,crashing=1,timeout=0 --json "$out/batch-no-timeouts.json" ;;
-    margins) run tolerance-margins 300 python3 benchmarks/tolerance_margins.py gpt2-m1 --out "$out/tolerance-margins.md" ;;
+    margins) run tolerance-margins 300 python3 benchmarks/tolerance_margins.py gpt2-m1 --out "$out/tolerance-margins.md" \
+      --json "$out/tolerance-margins.json" ;;
+    # Which host-memory bounds hold for a CUDA process here (RLIMIT_DATA, pinned memory in RSS).
+    probe) run memory-probe 120 python3 benchmarks/memory_bound_probe.py --limit-gib 4 ;;
     latency) run latency 100 python3 benchmarks/grade_latency.py gpt2-m1 --repeat 2 ;;
     demo) run demo 200 python3 -m grader demo ;;
     *) echo "unknown part $part" ;;

@@ -17,6 +17,7 @@ from grader.cli.options import add_grading_options, options_from
 from grader.pipeline import grade
 from grader.report import terminal
 from grader.samples import compose, variants
+from grader.device import unavailable_reason
 from grader.spec import Assignment, list_assignments
 
 # The samples shown per assignment: one correct alternative, one bug, one attack, where bundled.
@@ -30,13 +31,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def gpu_unavailable_reason() -> str | None:
-    try:
-        import cupy
-
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as error:  # no CuPy, no driver, no device: all mean "can't run CUDA here"
-        return f"no usable GPU ({type(error).__name__}: {str(error)[:80]})"
-    return None if count > 0 else "no GPU found"
+    return unavailable_reason("cuda")
 
 
 def run(arguments: argparse.Namespace) -> int:

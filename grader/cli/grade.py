@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from grader.cli.options import add_grading_options, add_report_options, options_from, write_reports
+from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
 from grader.spec import load_assignment
@@ -27,13 +28,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     console = Console()
     options = options_from(arguments, public_only=False)
+    assignment = load_assignment(arguments.assignment)  # a spec or argument error first, then the warning
+    if not arguments.submission.exists():
+        raise SubmissionError(f"submission {arguments.submission}: no such folder")
     if options.secret is None:
         console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): "
                       "hidden cases use the public seed, so their outputs are predictable")
-    result = grade(arguments.submission, load_assignment(arguments.assignment), options)
+    result = grade(arguments.submission, assignment, options)
     terminal.render(result, console, arguments.verbose)
+    written = []
     if arguments.json:
         result.write(arguments.json)
-        console.print(f"result written to {arguments.json}")
-    write_reports(result, arguments)
+        written.append(("result (JSON)", arguments.json))
+    written += write_reports(result, arguments)
+    for what, path in written:  # every file, so that none is looked for in vain
+        console.print(f"{what} written to {path}", highlight=False, soft_wrap=True)
     return 0

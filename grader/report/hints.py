@@ -14,6 +14,9 @@ def case_hints(case: CaseResult) -> list[str]:
         return []
     if case.status == "timeout":
         return ["The call did not return within the time limit: look for a loop whose bound or step never lets it end."]
+    if case.status == "crashed" and case.while_loading:
+        return ["It crashed before the kernel was called, while its library was being loaded: look at global "
+                "objects and static initialisers in your files (their constructors run at load time)."]
     if case.status == "crashed":
         text = case.message
         if "SIGSEGV" in text or "SIGBUS" in text:
@@ -64,6 +67,9 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
     if kernel.status == "compile_error":
         return ["It did not compile: fix the first error the compiler names (file:line below); "
                 "later errors often follow from it."]
+    if kernel.status == "forbidden":
+        return [f"This assignment asks you to write this kernel yourself: replace the calls to "
+                f"{', '.join(kernel.forbidden_symbols) or 'the forbidden library'} with your own kernel code."]
     compared = [c for c in kernel.cases if c.status in ("passed", "failed")]
     passed = [c for c in compared if c.passed]
     failed = [c for c in compared if not c.passed]

@@ -7,8 +7,8 @@ from rich.table import Table
 
 from grader.results import KernelResult, Result
 
-STATUS_STYLE = {"passed": "green", "failed": "red", "compile_error": "magenta", "crashed": "red bold",
-                "timeout": "yellow", "not_run": "dim"}
+STATUS_STYLE = {"passed": "green", "failed": "red", "forbidden": "red", "compile_error": "magenta",
+                "crashed": "red bold", "timeout": "yellow", "not_run": "dim"}
 
 
 def render(result: Result, console: Console | None = None, verbose: bool = False) -> None:
@@ -29,11 +29,17 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
     console.print(f"[bold]score {result.score:.4g} / {result.max_score:g}[/]   "
                   f"device: {result.environment.device or 'none'}   compiler: {result.environment.compiler}   "
                   f"took {result.stages.get('total', 0):.1f} s")
+    if result.message:
+        console.print(f"[yellow]{result.message}[/]", highlight=False)
     if verbose:
         for kernel in result.kernels:
             for case in kernel.cases:
                 if not case.passed:
                     console.print(f"[red]{kernel.name} / {case.name}[/]: {case.message}", markup=True, highlight=False)
+        for kernel in result.kernels:
+            if kernel.log:
+                console.print(f"[dim]what {kernel.name} printed (the end of its stdout/stderr):[/]")
+                console.print(kernel.log.rstrip(), markup=False, highlight=False)
 
 
 def _slowest(kernel: KernelResult) -> str:

@@ -1,7 +1,15 @@
 // Provided by the course; the grader always uses this copy, never a submission's.
+// Written to be compatible with the course's own utils/cuda_utils.cuh: the same includes and the
+// same declarations, so that a kernel file compiles here exactly when it compiles in the course's
+// build (FLT_MAX from <float.h>, memset from <string.h>, cublas_handle and cublas_compute_type).
 #ifndef CUDA_UTILS_CUH
 #define CUDA_UTILS_CUH
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <float.h>
+#include <string.h>
+#include <math.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -29,8 +37,11 @@ inline void cublas_check(cublasStatus_t status, const char* file, int line) {
     }
 }
 #define cublasCheck(status) (cublas_check((status), __FILE__, __LINE__))
+// As in the course's program, the handle is created before any kernel runs: the grader's harness
+// creates it (only for a library that links cuBLAS) and stores it here, hence the plain global.
 // Each kernel is its own translation unit and library, so one definition per library is right.
 cublasHandle_t cublas_handle = nullptr;
+[[maybe_unused]] static cublasComputeType_t cublas_compute_type = CUBLAS_COMPUTE_32F;
 #endif
 
 #endif  // CUDA_UTILS_CUH
