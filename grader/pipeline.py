@@ -22,7 +22,7 @@ from grader.gold import gold_outputs
 from grader.repos import Checkout, checkout_folder
 from grader.results import Environment, Result, Submission, SubmissionStatus
 from grader.sanitizer import SanitizerReport, sanitize
-from grader.runner import Call, CallOutcome, limits_for, run_calls
+from grader.runner import Call, CallOutcome, limits_for, run_calls, submission_budget
 from grader.sandbox import sandbox_named
 from grader.scoring import case_result, score_kernel
 from grader.spec import Assignment, Case, Kernel
@@ -122,6 +122,7 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
         outcomes = {(c.kernel.name, c.case.name): CallOutcome(c.kernel.name, c.case.name, "not_run", f"not run: {reason}")
                     for c in calls}
         return Ran(built, outcomes, "", lap.stages, not_run_reason=reason)
+    deadline = time.monotonic() + submission_budget(assignment, calls)  # the run slot's, sanitizer included
     report = run_calls(assignment, calls, sandbox_named(options.sandbox)) if calls else None
     lap("run")
     if report is not None:
@@ -133,7 +134,7 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
         checked = tuple(k for k in built.kernels if not any(o.status == "timeout" for (n, _), o in outcomes.items()
                                                                 if n == k.name))
         sanitizer = sanitize(assignment, checked, built.artifacts, {(k.name, c.name): i for k, c, i in built.selection},
-                             sandbox_named(options.sandbox))
+                             sandbox_named(options.sandbox), deadline)
         if sanitizer:
             lap("sanitizer")
     return Ran(built, outcomes, report.device if report else "", lap.stages, sanitizer,

@@ -94,6 +94,11 @@ def submission_time_limit(calls: list[Call]) -> float:
     return sum({c.kernel.name: c.kernel.budget_s for c in calls}.values()) + SUBMISSION_SLACK_S
 
 
+def submission_budget(assignment: Assignment, calls: list[Call]) -> float:
+    """Seconds for a submission's whole run stage, sanitizer included: the spec's, else the kernels' budgets."""
+    return assignment.submission_time_limit_s or submission_time_limit(calls)
+
+
 def limits_for(assignment: Assignment) -> Limits:
     """The sandbox's limits for a pack: its spec's memory and process limits, else the defaults."""
     defaults = Limits()
@@ -115,7 +120,7 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limit
     report = RunReport()
     started = time.perf_counter()
     limits = limits or limits_for(assignment)
-    budget = time_limit_s or assignment.submission_time_limit_s or submission_time_limit(calls)
+    budget = time_limit_s or submission_budget(assignment, calls)
     deadline = time.monotonic() + budget
     kernel_deadlines: dict[str, float] = {}
     outcomes: dict[int, CallOutcome] = {}
@@ -139,9 +144,11 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limit
                 _skip_rest(next_index, calls, outcomes, f"not run: the submission's time limit ({budget:g} s) was reached")
                 break
             kernel_deadline = kernel_deadlines.setdefault(kernel.name, now + kernel.budget_s)
-            if now >= kernel_deadline:
-                next_index = _skip_rest_of_kernel(next_index - 1, calls, outcomes,
+            if now >= kernel_deadline:  # spent by earlier cases' harnesses
+                for index in range(next_index, stop):
+                    outcomes[index] = CallOutcome(kernel.name, calls[index].case.name, "not_run",
                                                   f"not run: the kernel's time budget ({kernel.budget_s:g} s) was spent")
+                next_index = stop
                 continue
             report.harness_starts += 1
             shutil.rmtree(outbox, ignore_errors=True)

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,8 +73,13 @@ def parse_report(text: str, kernel: str, tool: str) -> SanitizerReport:
 
 
 def sanitize(assignment: Assignment, kernels: tuple[Kernel, ...], artifacts: dict[str, Artifact],
-             inputs: dict[tuple[str, str], Path], sandbox: Sandbox) -> dict[str, list[SanitizerReport]]:
-    """Run each kernel's tools on its smallest case; reports by kernel name (empty where nothing ran)."""
+             inputs: dict[tuple[str, str], Path], sandbox: Sandbox,
+             deadline: float | None = None) -> dict[str, list[SanitizerReport]]:
+    """Run each kernel's tools on its smallest case; reports by kernel name (empty where nothing ran).
+
+    `deadline` (time.monotonic()): the submission's time limit, which the sanitizer's runs share
+    with the kernels' own, so that a run slot is never held past it.
+    """
     binary = sanitizer_binary()
     reports: dict[str, list[SanitizerReport]] = {}
     if binary is None or assignment.target != "cuda":
@@ -92,8 +98,14 @@ def sanitize(assignment: Assignment, kernels: tuple[Kernel, ...], artifacts: dic
                            "--show-backtrace", "no")
                 # Untimed: the sanitizer's slowdown must not turn into a time-out; generous but bounded.
                 slow = _untimed(kernel)
+                left = slow.time_limit_s + 120 if deadline is None else min(slow.time_limit_s + 120,
+                                                                           deadline - time.monotonic())
+                if left <= 1:
+                    reports.setdefault(kernel.name, []).append(SanitizerReport(
+                        kernel.name, tool, -1, (), "not run under the sanitizer: the submission's time limit was reached"))
+                    continue
                 report = run_calls(assignment, [Call(slow, case, call.library, call.inputs_dir, call.output_dir)],
-                                   sandbox, wrapper=wrapper, time_limit_s=slow.time_limit_s + 120)
+                                   sandbox, wrapper=wrapper, time_limit_s=left)
                 parsed = parse_report("\n".join(report.logs), kernel.name, tool)
                 outcome = report.outcomes[0]
                 if outcome.status != "ok" and parsed.errors < 0:
@@ -106,7 +118,8 @@ def sanitize(assignment: Assignment, kernels: tuple[Kernel, ...], artifacts: dic
 def _untimed(kernel: Kernel) -> Kernel:
     import dataclasses
 
-    return dataclasses.replace(kernel, time_limit_s=max(600.0, kernel.time_limit_s * 20))
+    seconds = max(600.0, kernel.time_limit_s * 20)
+    return dataclasses.replace(kernel, time_limit_s=seconds, time_budget_s=seconds)
 
 
 def findings_of(reports: list[SanitizerReport]) -> list[str]:
