@@ -54,6 +54,9 @@ class CaseResult:
     while_loading: bool | None = None  # crashed while its library was loaded (static constructors)
     atol: float | None = None  # the tolerance this case was judged with (a case may override the kernel's)
     rtol: float | None = None
+    # The limit that ended its run, one word (grader.sandbox.LimitKind): "memory", "processes", "output",
+    # "tmp" or "time"; the message says it with its value.
+    limit: str | None = None
 
 
 @dataclass(frozen=True)

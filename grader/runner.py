@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from grader.errors import GraderError
-from grader.sandbox import Limits, Mounts, Process, Sandbox
+from grader.sandbox import LimitKind, Limits, Mounts, Process, Sandbox
 from grader.spec import Assignment, Case, Kernel, allocation_of, shape_of
 
 CallStatus = Literal["ok", "crashed", "timeout", "not_run"]
@@ -71,6 +71,7 @@ class CallOutcome:
     inputs_modified: tuple[str, ...] = ()  # input buffers the call wrote into (their hash changed)
     out_of_bounds: tuple[str, ...] = ()  # writes just outside a buffer, in words ("32 element(s) past the end of out")
     while_loading: bool = False  # it crashed while its library was being loaded (static constructors)
+    limit: LimitKind | None = None  # the limit that ended it ("processes", "memory", ...; "time": its time limit)
 
 
 @dataclass
@@ -208,6 +209,7 @@ class _Session:
         self.cwd = outbox / "home"
         self.cwd.mkdir()
         self.limit_message = ""
+        self.limit: LimitKind | None = None  # which sandbox limit the harness reached (the words: limit_message)
         self.applied: tuple[str, ...] = ()  # the limits the sandbox really applied to this harness
 
     def run(self, plan_file: Path, start: int, stop: int, calls: list[Call], sandbox: Sandbox, limits: Limits,
@@ -269,14 +271,21 @@ class _Session:
                 return self._stop(process, events, offset, f"the harness did not start within {HARNESS_START_LIMIT_S:.0f} s",
                                   None)
             time.sleep(POLL_INTERVAL_S)
-        limit = getattr(process, "limit_hit", lambda: None)()
-        if limit:
-            self.limit_message = limit
+        limit = self._read_limit(process)
         reason = _describe_exit(returncode)
         return events + _read_events(self.progress, offset)[0], (f"{reason}: it {limit}" if limit else reason), None
 
+    def _read_limit(self, process: Process) -> str | None:
+        """The limit the sandbox saw the run reach, kept as words and kind (before `kill`, which forgets it)."""
+        words = process.limit_hit()
+        if words:
+            self.limit_message, self.limit = words, process.limit_kind()
+        return words
+
     def _stop(self, process: Process, events: list[dict], offset: int, reason: str,
               index: int | None) -> tuple[list[dict], str, int | None]:
+        # A fork bomb at a cgroup's pids.max spins until its time limit: the limit it reached says why.
+        self._read_limit(process)
         process.kill()
         return events + _read_events(self.progress, offset)[0], reason, index
 
@@ -405,28 +414,32 @@ def _record(events: list[dict], exit_reason: str, timed_out_index: int | None, c
     if failed >= stop:
         return stop
     call = calls[failed]
+    # The sandbox's limit, where one was reached, says more than the time limit that then ran out.
+    limit = session.limit or "time"
+    reached = f" (it had {session.limit_message})" if session.limit else ""
     if spent is not None and spent.scope == "submission":
         outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, "timeout",
                                        f"the submission's time limit ({spent.seconds:g} s) was reached during this "
-                                       "case; stopped")
+                                       f"case; stopped{reached}", limit=limit)
         _skip_rest(failed + 1, calls, outcomes, "not run: the submission's time limit was reached")
         return len(calls)
     if spent is not None:
         outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, "timeout",
                                        f"the kernel's time budget ({spent.seconds:g} s for all its cases) ran out "
-                                       "during this case; stopped")
+                                       f"during this case; stopped{reached}", limit=limit)
         return _skip_rest_of_kernel(failed, calls, outcomes,
                                     f"not run: the kernel's time budget ({spent.seconds:g} s) was spent")
     if timed_out_index is not None:
         outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, "timeout",
-                                       f"did not finish within {call.kernel.time_limit_s:g} s; stopped")
+                                       f"did not finish within {call.kernel.time_limit_s:g} s; stopped{reached}",
+                                       limit=limit)
         return failed + 1
     tail = session.log_tail()
     where = "while its library was being loaded (in a static constructor or global initialiser)" if loading \
         else "during this case"
     outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, "crashed",
                                    f"the process {exit_reason} {where}" + (f"\n{tail}" if tail else ""),
-                                   while_loading=loading)
+                                   while_loading=loading, limit=session.limit)
     if loading:  # every case loads the same library: it would crash the same way
         return _skip_rest_of_kernel(failed, calls, outcomes, "not run: the kernel's library crashed while loading")
     return failed + 1

@@ -28,7 +28,7 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         status = outcome.status if outcome.status != "ok" else "crashed"
         return CaseResult(case.name, case.public, status, False, outcome.message, wall_ms=outcome.wall_ms,
                           device_ms=outcome.device_ms, params=_sizes(case),
-                          while_loading=outcome.while_loading or None)
+                          while_loading=outcome.while_loading or None, limit=outcome.limit)
     first = verdict.first_mismatch
     passed, message = verdict.passed, verdict.message
     if outcome.inputs_modified:

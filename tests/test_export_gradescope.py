@@ -3,6 +3,7 @@ the autograder zip, whose run_autograder is run for real in a stand-in for /auto
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from grader.samples import variants
 from grader.spec import load_assignment
 
 from report_fixtures import class_results  # noqa: F401  (a fixture)
+from sandbox_fixtures import docker_ready  # noqa: F401  (a fixture)
 
 jsonschema = pytest.importorskip("jsonschema", reason="validates results.json (pip install '.[test]')")
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "gradescope-results.schema.json").read_text())
@@ -66,6 +68,31 @@ def test_test_scores_add_up_to_the_score(class_results: dict[str, Result]) -> No
     assert all(t["score"] == 0 for t in dana["tests"] if t["name"].startswith("flash_attention"))
 
 
+@pytest.mark.parametrize("count, passed, deducted", [
+    (3, {0, 1, 2}, 0.0), (3, {0, 1}, 0.0), (3, {0, 2}, 0.0), (3, {2}, 0.0), (3, {0, 1, 2}, 0.25),
+    (6, set(range(6)), 0.0), (6, {1, 3, 4}, 0.0), (6, {0, 1, 2, 3, 4}, 0.1), (6, set(), 0.0),
+])
+def test_case_scores_add_up_exactly_and_never_exceed_their_maximum(
+        class_results: dict[str, Result], count: int, passed: set[int], deducted: float) -> None:
+    """A kernel of weight 1 over 3 or 6 cases: thirds and sixths do not round to millionths that add up."""
+    base = class_results["ada"]
+    kernel = base.kernels[0]
+    cases = [dataclasses.replace(kernel.cases[0], name=f"case-{i}", passed=i in passed,
+                                 status="passed" if i in passed else "failed") for i in range(count)]
+    score = round(max(0.0, len(passed) / count - deducted), 6)
+    one = dataclasses.replace(kernel, score=score, max_score=1.0, cases=cases)
+    document = gradescope.results_json(dataclasses.replace(base, kernels=[one], score=score, max_score=1.0,
+                                                           late=None))
+    validate(document)
+    tests = document["tests"]
+    in_millionths = [(round(t["score"] * 1_000_000), round(t["max_score"] * 1_000_000)) for t in tests]
+    assert sum(m for _, m in in_millionths) == 1_000_000
+    assert sum(s for s, _ in in_millionths) == round(score * 1_000_000)
+    assert all(0 <= t["score"] <= t["max_score"] for t in tests)
+    assert all(t["score"] == 0 for t in tests if t["status"] == "failed")
+    assert max(m for _, m in in_millionths) - min(m for _, m in in_millionths) <= count  # shares stay equal
+
+
 def test_late_penalty_is_a_test_of_its_own(class_results: dict[str, Result]) -> None:
     tests = gradescope.results_json(class_results["hana"])["tests"]
     assert tests[-1]["name"] == "late penalty" and tests[-1]["score"] == pytest.approx(-0.6)
@@ -105,14 +132,20 @@ def test_the_zip_holds_setup_and_an_executable_run_autograder_at_its_root(autogr
     assert not any("gpt2-m1" in n or "__pycache__" in n for n in names)
 
 
-def run_autograder(zip_path: Path, root: Path, submission: Path, cache_dir: Path) -> dict:
-    """Lay out `root` as Gradescope lays out /autograder, run run_autograder, read results.json."""
+def run_autograder(zip_path: Path, root: Path, submission: Path, cache_dir: Path,
+                   path_first: Path | None = None) -> dict:
+    """Lay out `root` as Gradescope lays out /autograder, run run_autograder, read results.json.
+
+    path_first: a folder put first in PATH (stand-ins for the container's tools).
+    """
     gradescope.unpack(zip_path, root / "source")
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     shutil.copytree(submission, root / "submission")
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "KERNEL_GRADER_PYTHON": sys.executable,
            "KERNEL_GRADER_CACHE": str(cache_dir)}
     env.pop("PYTHONPATH", None)
+    if path_first is not None:
+        env["PATH"] = f"{path_first}:{env['PATH']}"
     done = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -149,6 +182,71 @@ def test_run_autograder_scores_an_upload_without_the_files_zero_saying_what_is_m
     assert document["score"] == 0 and all(t["status"] == "failed" for t in document["tests"])
     first = next(t for t in document["tests"] if t["name"] == "flash_attention / one-row")
     assert "flash_attention.cpp" in first["output"]
+
+
+def test_an_upload_of_only_the_cpp_files_is_given_the_interface_headers(autograder_zip: Path, tmp_path: Path,
+                                                                        cache_dir: Path) -> None:
+    flash = load_assignment("flash-attention-cpu")
+    assert gradescope.interface_headers(flash) == ["src/flash_attention.h", "src/standard_attention.h"]
+    assert gradescope.interface_headers(load_assignment("gpt2-m1")) == []  # its .cuh files hold the TODOs
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    for name in ("standard_attention.cpp", "flash_attention.cpp"):  # dragged in flat, without the headers
+        shutil.copy(flash.reference_dir / "src" / name, upload / name)
+    document = run_autograder(autograder_zip, tmp_path / "autograder", upload, cache_dir)
+    assert document["score"] == pytest.approx(3.0), document["output"]
+    assert all(t["status"] == "passed" for t in document["tests"])
+    assert "sandbox: process" not in document["output"]  # namespaces work here: the local sandbox graded it
+
+
+def test_run_autograder_falls_back_to_the_process_sandbox_where_namespaces_are_refused(
+        autograder_zip: Path, tmp_path: Path, cache_dir: Path) -> None:
+    """As in a Docker container with default capabilities: bubblewrap and unshare fail, nobody gets 0."""
+    flash = load_assignment("flash-attention-cpu")
+    refusing = tmp_path / "no-namespaces"
+    refusing.mkdir()
+    for tool in ("bwrap", "unshare"):
+        (refusing / tool).write_text("#!/bin/sh\necho \"$0: Creating new namespace failed: Operation not "
+                                     "permitted\" >&2\nexit 1\n")
+        (refusing / tool).chmod(0o755)
+    upload = tmp_path / "upload"
+    shutil.copytree(flash.reference_dir / "src", upload / "src")
+    document = run_autograder(autograder_zip, tmp_path / "autograder", upload, cache_dir, path_first=refusing)
+    assert document["score"] == pytest.approx(3.0), document["output"]
+    assert document["output"].startswith("sandbox: process (this container allows no namespaces)")
+    assert document["visibility"] == "visible"
+
+
+def test_run_autograder_in_a_docker_container_with_default_capabilities(autograder_zip: Path, tmp_path: Path,
+                                                                        docker_ready: None) -> None:
+    """The real thing: Docker's default capabilities refuse namespaces (unshare and bubblewrap alike)."""
+    import importlib.util
+
+    from grader.sandbox.docker import DEFAULT_IMAGE, docker_client
+
+    flash = load_assignment("flash-attention-cpu")
+    root = tmp_path / "autograder"
+    gradescope.unpack(autograder_zip, root / "source")
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+    (root / "submission").mkdir()
+    for name in ("standard_attention.cpp", "flash_attention.cpp"):
+        shutil.copy(flash.reference_dir / "src" / name, root / "submission" / name)
+    # The grading image has Python, NumPy and g++; the grader's pure-Python dependencies come from here.
+    deps = tmp_path / "deps"
+    for package in ("rich", "jinja2", "markupsafe", "pygments", "markdown_it", "mdurl", "git", "gitdb", "smmap"):
+        shutil.copytree(Path(importlib.util.find_spec(package).origin).parent, deps / package)
+    volumes = {str(root): {"bind": "/autograder", "mode": "rw"}, str(deps): {"bind": "/deps", "mode": "ro"}}
+    bwrap = shutil.which("bwrap")
+    if bwrap:  # as setup.sh installs it on Gradescope's image
+        volumes[bwrap] = {"bind": "/usr/local/bin/bwrap", "mode": "ro"}
+    log = docker_client().containers.run(
+        os.environ.get("KERNEL_GRADER_IMAGE", DEFAULT_IMAGE), ["/autograder/run_autograder"], user="0",
+        network_mode="none", volumes=volumes, remove=True, stderr=True,
+        environment={"PYTHONPATH": "/deps", "GIT_PYTHON_REFRESH": "quiet", "KERNEL_GRADER_PYTHON": "/usr/bin/python3"})
+    document = json.loads((root / "results" / "results.json").read_text())
+    validate(document)
+    assert document["score"] == pytest.approx(3.0), log.decode(errors="replace")[-3000:]
+    assert document["output"].startswith("sandbox: process (this container allows no namespaces)")
 
 
 def test_a_grader_failure_still_gives_gradescope_a_results_json(tmp_path: Path) -> None:

@@ -115,6 +115,41 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
         assert "did not finish within 3 s" in attacked.message
 
 
+# Not the memory hog without cgroups: there RLIMIT_DATA may fail its malloc before the watchdog samples,
+# and the code, which checks, returns a wrong answer that no limit ended.
+@pytest.mark.parametrize("name, cgroups, limit, hint", [
+    pytest.param("attack-fork-bomb", True, "processes", "more processes or threads than allowed", id="fork-cgroup"),
+    pytest.param("attack-fork-bomb", False, "processes", "more processes or threads than allowed", id="fork-watchdog"),
+    pytest.param("attack-memory-hog", True, "memory", "more host memory than the limit", id="memory-cgroup"),
+])
+def test_the_limit_that_ended_a_run_is_named_and_hinted(name: str, cgroups: bool, limit: str, hint: str,
+                                                        flash: Assignment, tmp_path: Path, cache_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cgroup's pids.max makes a fork bomb spin to its time limit, the watchdog kills it: the same fact, hint."""
+    from grader.report.hints import case_hints
+
+    if not cgroups:
+        monkeypatch.setenv("KERNEL_GRADER_NO_CGROUPS", "1")
+    result, _ = grade_attack(name, flash, "local", tmp_path, cache_dir)
+    attacked = next(k for k in result.kernels if k.name == ATTACKS[name].kernel)
+    failed = next(c for c in attacked.cases if not c.passed)
+    assert failed.limit == limit, failed.message
+    hints = case_hints(failed)
+    assert hint in hints[0] and not any("loop whose bound" in h for h in hints)
+    assert next(c for k in Result.from_json(result.to_json()).kernels for c in k.cases if c.name == failed.name
+                and k.name == attacked.name).limit == limit  # stored and loaded back
+
+
+def test_a_plain_timeout_keeps_the_timeout_hint(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    from grader.report.hints import case_hints
+
+    loop = next(v for v in variants(flash) if v.name == "hostile-flash-infinite-loop")
+    result = grade_variant(flash, loop, tmp_path, cache_dir)
+    stuck = next(c for k in result.kernels for c in k.cases if c.status == "timeout")
+    assert stuck.limit == "time"
+    assert "loop whose bound" in case_hints(stuck)[0]
+
+
 def test_submission_time_limit_stops_the_whole_run(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
     """Per-call limits of 3 s, a whole-submission limit of 2 s: the loop is cut at 2 s and the rest not run."""
     import dataclasses

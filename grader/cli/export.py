@@ -31,6 +31,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     results.add_argument("--out", type=Path, required=True, help="results.json to write")
     results.add_argument("--log", type=Path, default=None,
                          help="the grading log, shown (its end) when the result is missing because grading failed")
+    results.add_argument("--note", action="append", default=[],
+                         help="a line above the summary, for staff and students (repeatable): how it was graded")
     results.set_defaults(run=run_gradescope_results)
     junit = kinds.add_parser("junit", help="one result as JUnit XML (one test case per kernel × case)")
     junit.add_argument("result", type=Path, help="a result (`grade --json`) or a class's list (`batch --json`)")
@@ -61,11 +63,12 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
     from grader.report import gradescope
 
     if arguments.result.is_file():
-        document = gradescope.results_json(load_result(arguments.result))
+        document = gradescope.results_json(load_result(arguments.result), tuple(arguments.note))
     else:
         log = arguments.log.read_text(errors="replace") if arguments.log and arguments.log.is_file() else ""
         tail = "\n".join(log.strip().splitlines()[-30:])
-        document = gradescope.failure_json("The autograder could not grade this submission.\n\n" + tail)
+        document = gradescope.failure_json("The autograder could not grade this submission.\n\n" + tail,
+                                           tuple(arguments.note))
     arguments.out.parent.mkdir(parents=True, exist_ok=True)
     arguments.out.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
     Console().print(f"results.json written to {arguments.out} (score {document['score']:g})")

@@ -18,13 +18,18 @@ from grader.results import KernelResult, Result
 from grader.spec import PROJECT_ROOT, Assignment
 
 PUBLIC, HIDDEN = "visible", "after_due_date"
+MICRO = 1_000_000  # results.json's points are exact to a millionth: per-case points are counted in these
 # What the zip carries of this repository: the grader itself and the one assignment's pack.
 PACKAGE_FILES = ("pyproject.toml", "README.md")
 PACK_FOLDERS = ("assignments", "reference", "student_template")
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh")  # what may be an interface header among a kernel's sources
 
 
-def results_json(result: Result) -> dict:
-    """The whole results.json object for one graded submission."""
+def results_json(result: Result, notes: tuple[str, ...] = ()) -> dict:
+    """The whole results.json object for one graded submission.
+
+    notes: lines for staff and students alike, above the summary (how the autograder graded it).
+    """
     tests = [test for kernel in result.kernels for test in _kernel_tests(kernel)]
     if result.late and result.late.points_deducted:
         tests.append({"name": "late penalty", "score": -result.late.points_deducted, "max_score": 0.0,
@@ -34,7 +39,7 @@ def results_json(result: Result) -> dict:
     document = {
         "score": round(result.score, 6),
         "execution_time": max(0, round(result.stages.get("total", 0.0))),
-        "output": _summary(result),
+        "output": "\n\n".join([*notes, _summary(result)]),
         "output_format": "md",
         "visibility": "visible",
         "stdout_visibility": "hidden",  # the grader's log is for staff
@@ -46,17 +51,14 @@ def results_json(result: Result) -> dict:
     return document
 
 
-def failure_json(message: str) -> dict:
+def failure_json(message: str, notes: tuple[str, ...] = ()) -> dict:
     """results.json when the grader could not grade at all (missing files, a broken upload): 0 with why."""
-    return {"score": 0.0, "execution_time": 0, "output": message, "output_format": "text", "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": []}
+    return {"score": 0.0, "execution_time": 0, "output": "\n\n".join([*notes, message]), "output_format": "text",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
 
 
 def _kernel_tests(kernel: KernelResult) -> list[dict]:
-    share = kernel.max_score / len(kernel.cases) if kernel.cases else kernel.max_score
-    # Points earned are spread over the passed cases so that the tests add up to the kernel's score
-    # (a crash, all-or-nothing credit or a deduction lowers every passed case alike).
-    earned = kernel.score / kernel.cases_passed if kernel.cases_passed else 0.0
+    maxima, scores = _case_points(kernel)
     first_failed = next((c for c in kernel.cases if not c.passed), None)
     tests = []
     for index, case in enumerate(kernel.cases):
@@ -73,8 +75,8 @@ def _kernel_tests(kernel: KernelResult) -> list[dict]:
         tests.append({
             "name": f"{kernel.name} / {case.name}",
             "number": f"{kernel.name}.{index + 1}",
-            "score": round(earned if case.passed else 0.0, 6),
-            "max_score": round(share, 6),
+            "score": scores[index] / MICRO,
+            "max_score": maxima[index] / MICRO,
             "status": "passed" if case.passed else "failed",
             "output": "\n".join(lines),
             "output_format": "text",
@@ -82,6 +84,35 @@ def _kernel_tests(kernel: KernelResult) -> list[dict]:
             "visibility": PUBLIC if case.public else HIDDEN,
         })
     return tests
+
+
+def _case_points(kernel: KernelResult) -> tuple[list[int], list[int]]:
+    """Each case's maximum and score in millionths of a point: they add up to the kernel's, none above its maximum.
+
+    The maximum is the weight shared equally, its rounding remainder on the last passed case (so
+    that 2 of 3 passed can hold the kernel's 0.666667); points earned are spread over the passed
+    cases alike (a crash, all-or-nothing credit or a deduction lowers every passed case), what does
+    not divide going to the last of them that has room.
+    """
+    count = len(kernel.cases)
+    if not count:
+        return [], []
+    total = round(kernel.max_score * MICRO)
+    passed = [i for i, case in enumerate(kernel.cases) if case.passed]
+    maxima = [total // count] * count
+    maxima[passed[-1] if passed else -1] += total - sum(maxima)
+    scores = [0] * count
+    if not passed:
+        return maxima, scores
+    earned = min(max(round(kernel.score * MICRO), 0), sum(maxima[i] for i in passed))
+    for i in passed:
+        scores[i] = min(earned // len(passed), maxima[i])
+    rest = earned - sum(scores)
+    for i in reversed(passed):
+        extra = min(rest, maxima[i] - scores[i])
+        scores[i] += extra
+        rest -= extra
+    return maxima, scores
 
 
 def _summary(result: Result) -> str:
@@ -115,7 +146,8 @@ def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None =
     out_dir.mkdir(parents=True, exist_ok=True)
     zip_path = out_dir / f"autograder-{assignment.name}.zip"
     context = {"assignment": assignment, "sources": sorted({s for k in assignment.kernels for s in k.sources}),
-               "has_secret": secret is not None, "sandbox": sandbox}
+               "interface_headers": interface_headers(assignment), "has_secret": secret is not None,
+               "sandbox": sandbox}
     templates = environment(autoescape=False)
     executable = stat.S_IFREG | 0o755
     with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -131,6 +163,21 @@ def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None =
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, path.read_bytes())
     return zip_path
+
+
+def interface_headers(assignment: Assignment) -> list[str]:
+    """The headers among the kernels' sources that the student gets finished: the template's equals the reference's.
+
+    They declare the interface the grader calls, so an upload without them (only the .cpp files) is
+    given the template's; a header the template leaves with TODOs is the student's work, and is not.
+    """
+    sources = sorted({s for k in assignment.kernels for s in k.sources if s.endswith(HEADER_SUFFIXES)})
+    given = []
+    for source in sources:
+        template, reference = assignment.template_dir / source, assignment.reference_dir / source
+        if template.is_file() and reference.is_file() and template.read_bytes() == reference.read_bytes():
+            given.append(source)
+    return given
 
 
 def unpack(zip_path: Path, source_dir: Path) -> None:

@@ -12,6 +12,18 @@ def case_hints(case: CaseResult) -> list[str]:
     """Short hints for one failed case, most telling first; [] for a pass or an unrecognised failure."""
     if case.passed:
         return []
+    # A sandbox limit that ended the run says more than the crash or the timeout it led to.
+    if case.limit == "processes":
+        return ["It started more processes or threads than allowed: a fork() or thread creation in a loop "
+                "(a fork bomb), or a thread per element or per row; the kernel needs none of its own."]
+    if case.limit == "memory":
+        return ["It used more host memory than the limit: an allocation in a loop that is never freed, or a "
+                "buffer sized by N × N (or larger) where a tile or a row would do."]
+    if case.limit == "output":
+        return ["It wrote more into its output folder than allowed: the kernel writes to its output buffers, "
+                "never to files."]
+    if case.limit == "tmp":
+        return ["It filled its private /tmp (or /dev/shm): the kernel writes to its output buffers, never to files."]
     if case.status == "timeout":
         return ["The call did not return within the time limit: look for a loop whose bound or step never lets it end."]
     if case.status == "crashed" and case.while_loading:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 NOBODY = 65534  # the uid and gid student code runs as, where the backend can switch users
 
@@ -44,6 +44,19 @@ class Mounts:
     gpu: bool = False
 
 
+# Which limit ended a run, as one word (hints choose by it; messages keep the words and values):
+# host memory, processes/threads, the writable output folder, a private tmpfs, the time limit.
+LimitKind = Literal["memory", "processes", "output", "tmp", "time"]
+
+
+@dataclass(frozen=True)
+class LimitHit:
+    """A limit that ended a run: which one, and in words with its value ("exceeded the memory limit (1 GiB)")."""
+
+    kind: LimitKind | None  # None: no limit of the code's, the grader's own fault (its watchdog failed)
+    words: str
+
+
 class Process(Protocol):
     applied: tuple[str, ...]  # the limits its start really applied, with their values
 
@@ -52,6 +65,9 @@ class Process(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
     def limit_hit(self) -> str | None:
         """Which limit ended the run, in words ("exceeded the memory limit (1 GiB)"); read before `kill`."""
+        ...
+    def limit_kind(self) -> LimitKind | None:
+        """The same limit as one word ("memory", "processes", ...), for what chooses by it; read before `kill`."""
         ...
 
 

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from grader.errors import GraderError
-from grader.sandbox import NOBODY, Limits, Mounts, in_mib, size_in_words
+from grader.sandbox import NOBODY, LimitHit, LimitKind, Limits, Mounts, in_mib, size_in_words
 from grader.sandbox.local import _give_to_nobody, make_readable
 from grader.sandbox.streams import CappedLog, drain_chunks
 from grader.sandbox.watchdog import Watch, Watchdog
@@ -94,10 +94,18 @@ class DockerProcess:
         return code
 
     def limit_hit(self) -> str | None:
+        hit = self._limit()
+        return hit.words if hit else None
+
+    def limit_kind(self) -> LimitKind | None:
+        hit = self._limit()
+        return hit.kind if hit else None
+
+    def _limit(self) -> LimitHit | None:
         if self._watchdog is not None and self._watchdog.hit:
             return self._watchdog.hit
         if self._state.get("OOMKilled"):
-            return f"exceeded the memory limit ({size_in_words(self._limits.memory_bytes or 0)})"
+            return LimitHit("memory", f"exceeded the memory limit ({size_in_words(self._limits.memory_bytes or 0)})")
         return None
 
     def kill(self) -> None:

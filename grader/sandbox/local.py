@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from grader.sandbox import NOBODY, Limits, Mounts, in_mib, size_in_words
+from grader.sandbox import NOBODY, LimitHit, LimitKind, Limits, Mounts, in_mib, size_in_words
 from grader.sandbox.cgroups import Cgroup
 from grader.sandbox.streams import CappedLog, drain
 from grader.sandbox.watchdog import Watch, Watchdog, kill_tree
@@ -115,14 +115,23 @@ class LocalProcess:
 
     def limit_hit(self) -> str | None:
         """Which limit, if any, ended the run (read before `kill`)."""
+        hit = self._limit()
+        return hit.words if hit else None
+
+    def limit_kind(self) -> LimitKind | None:
+        hit = self._limit()
+        return hit.kind if hit else None
+
+    def _limit(self) -> LimitHit | None:
         if self._watchdog is not None and self._watchdog.hit:
             return self._watchdog.hit
         if self._cgroup is None:
             return None
         if self._cgroup.memory_exhausted():
-            return f"exceeded the memory limit ({size_in_words(self._cgroup.limits.memory_bytes or 0)})"
+            return LimitHit("memory", f"exceeded the memory limit ({size_in_words(self._cgroup.limits.memory_bytes or 0)})")
         if self._cgroup.processes_exhausted():
-            return f"reached the process/thread limit ({self._cgroup.limits.processes})"
+            # A fork or thread creation failed at pids.max: the code may go on (and spin until its time limit).
+            return LimitHit("processes", f"reached the process/thread limit ({self._cgroup.limits.processes})")
         return None
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.sandbox import in_mib, size_in_words
+from grader.sandbox import LimitHit, in_mib, size_in_words
 
 TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new processes (and their open files)
 # The writable folder is walked when its filesystem grew by what the folder has left (a statvfs every
@@ -60,7 +60,7 @@ class Watchdog:
         """`root`: the tree's first process (None: no tree, only the folder, as for a container)."""
         self.root = root
         self.watch = watch
-        self.hit: str | None = None
+        self.hit: LimitHit | None = None
         self._kill = kill
         self._stop = threading.Event()
         self._pids: set[int] = {root} if root is not None else set()
@@ -105,7 +105,8 @@ class Watchdog:
 
             traceback.print_exc()
             if not self._stop.is_set():
-                self.hit = f"could not be watched (a fault of the grader: its sandbox watchdog failed with {error!r})"
+                self.hit = LimitHit(None, "could not be watched (a fault of the grader: its sandbox watchdog "
+                                         f"failed with {error!r})")
                 self._kill()
 
     def _sample(self) -> None:
@@ -134,7 +135,7 @@ class Watchdog:
                 self._kill()
                 return
 
-    def _scan_tree(self) -> str | None:
+    def _scan_tree(self) -> LimitHit | None:
         table = process_table()
         root = None if self._root_gone else table.get(self.root)
         if root is not None:
@@ -148,11 +149,11 @@ class Watchdog:
         if self.watch.tasks:
             tasks = sum(table[p].threads for p in self._pids)
             if tasks > self.watch.tasks:
-                return f"reached the process/thread limit ({self.watch.tasks})"
+                return LimitHit("processes", f"reached the process/thread limit ({self.watch.tasks})")
         self._scan_open_files()
         if self.watch.output_bytes and self._hidden_output > self.watch.output_bytes:
-            return (f"wrote more than {size_in_words(self.watch.output_bytes)} into its output folder "
-                    "(in deleted files it kept open or mapped)")
+            return LimitHit("output", f"wrote more than {size_in_words(self.watch.output_bytes)} into its output "
+                            "folder (in deleted files it kept open or mapped)")
         return None
 
     def _scan_open_files(self) -> None:
@@ -189,7 +190,7 @@ class Watchdog:
                 deleted[inode] = max(deleted.get(inode, 0), extent)
         self._hidden_memory, self._hidden_output = sum(memfds.values()), sum(deleted.values())
 
-    def _check_memory(self) -> str | None:
+    def _check_memory(self) -> LimitHit | None:
         limit = self.watch.memory_bytes
         if not limit:
             return None
@@ -202,7 +203,7 @@ class Watchdog:
             charged += usage[0]
             peak = max(peak, usage[1])
         if peak > limit:  # one process's own peak: between two samples is not a way out
-            return f"exceeded the memory limit ({size_in_words(limit)})"
+            return LimitHit("memory", f"exceeded the memory limit ({size_in_words(limit)})")
         if charged <= limit:
             return None
         now = time.monotonic()
@@ -214,7 +215,7 @@ class Watchdog:
             charged = self._hidden_memory + sum(_proportional_memory(p) for p in self._pids)
             if charged <= limit:
                 return None
-        return f"exceeded the memory limit ({size_in_words(limit)})"
+        return LimitHit("memory", f"exceeded the memory limit ({size_in_words(limit)})")
 
     def _find_tmpfs(self) -> None:
         """The tmpfs mounts only the sandbox has (their devices are not in the grader's own mount table)."""
@@ -236,7 +237,7 @@ class Watchdog:
             self._tmpfs = mounts
             return
 
-    def _check_tmpfs(self) -> str | None:
+    def _check_tmpfs(self) -> LimitHit | None:
         for pid, mount_point in self._tmpfs:
             try:
                 usage = os.statvfs(f"/proc/{pid}/root{mount_point if mount_point != '/' else ''}/")
@@ -245,9 +246,9 @@ class Watchdog:
             where = "root folder" if mount_point == "/" else mount_point
             used = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
             if self.watch.tmpfs_bytes and used >= self.watch.tmpfs_bytes:
-                return f"filled its private {where} ({size_in_words(self.watch.tmpfs_bytes)})"
+                return LimitHit("tmp", f"filled its private {where} ({size_in_words(self.watch.tmpfs_bytes)})")
             if self.watch.tmpfs_inodes and usage.f_files - usage.f_ffree >= self.watch.tmpfs_inodes:
-                return f"filled its private {where} ({self.watch.tmpfs_inodes} files)"
+                return LimitHit("tmp", f"filled its private {where} ({self.watch.tmpfs_inodes} files)")
         return None
 
     def _output_may_be_full(self) -> bool:
@@ -260,7 +261,7 @@ class Watchdog:
         used_bytes, used_inodes, room_bytes, room_files = self._output_room
         return disk[0] - used_bytes >= room_bytes or disk[1] - used_inodes >= room_files
 
-    def _check_output(self) -> str | None:
+    def _check_output(self) -> LimitHit | None:
         assert self.watch.output is not None
         most_bytes, most_files = self.watch.output_bytes, self.watch.output_files
         disk = _used(self.watch.output)
@@ -269,11 +270,11 @@ class Watchdog:
             self._output_room = (disk[0], disk[1], (most_bytes or 1 << 62) - used - self._hidden_output,
                                  (most_files or 1 << 62) - entries)
         if problem:
-            return problem
+            return LimitHit("output", problem)
         if most_files and entries > most_files:
-            return f"created more than {most_files} files in its output folder"
+            return LimitHit("output", f"created more than {most_files} files in its output folder")
         if most_bytes and used + self._hidden_output > most_bytes:
-            return f"wrote more than {size_in_words(most_bytes)} into its output folder"
+            return LimitHit("output", f"wrote more than {size_in_words(most_bytes)} into its output folder")
         return None
 
 
