@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.errors import SubmissionError
+from grader.timestamps import parse_timestamp
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def parse_deadline(text: str) -> datetime.datetime:
                                   "'America/Chicago', 'UTC', or an offset such as '-06:00'") from None
         moment = head
     try:
-        parsed = datetime.datetime.fromisoformat(moment.replace(" +", "+").replace(" -", "-"))
+        parsed = parse_timestamp(moment.replace(" +", "+").replace(" -", "-"))
     except ValueError:
         raise SubmissionError(f"deadline {text!r}: expected 'YYYY-MM-DD HH:MM ZONE', e.g. "
                               "'2026-12-05 23:59 America/Chicago'") from None
@@ -112,7 +113,7 @@ def parse_deadline(text: str) -> datetime.datetime:
 
 def _looks_like_a_time(text: str) -> bool:
     try:
-        datetime.datetime.fromisoformat(text)
+        parse_timestamp(text)
     except ValueError:
         return False
     return True
@@ -141,7 +142,7 @@ def read_push_log(path: Path) -> dict[str, list[Push]]:
     for number, row in enumerate(rows, start=2):
         row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
         try:
-            moment = datetime.datetime.fromisoformat(row["pushed_at"])
+            moment = parse_timestamp(row["pushed_at"])
         except ValueError:
             raise SubmissionError(f"push log {path} line {number}: pushed_at {row['pushed_at']!r} is not ISO 8601") from None
         if moment.tzinfo is None:

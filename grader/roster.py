@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.errors import SubmissionError
+from grader.timestamps import parse_timestamp
 
 # Header names the roster may use for each column; without a header the columns are positional.
 COLUMNS = {
@@ -119,7 +120,7 @@ def _entry(cells: dict[str, str], number: int, base: Path) -> Entry | Problem:
     submitted_at = None
     if cells.get("submitted_at"):
         try:
-            submitted_at = datetime.datetime.fromisoformat(cells["submitted_at"])
+            submitted_at = parse_timestamp(cells["submitted_at"])
         except ValueError:
             return Problem(number, f"submitted_at {cells['submitted_at']!r} is not ISO 8601")
         if submitted_at.tzinfo is None:

@@ -4,7 +4,10 @@ hostile file) laid over it. The demo grades them; the tests build their corpus t
 from __future__ import annotations
 
 import shutil
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 from grader.pipeline import Options
 from grader.results import Result
 from grader.spec import Assignment
+from grader.timestamps import parse_timestamp
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Job:
     @classmethod
     def from_dict(cls, data: dict) -> Job:
         def when(text: str | None) -> datetime.datetime | None:
-            return datetime.datetime.fromisoformat(text) if text else None
+            return parse_timestamp(text) if text else None
 
         return cls(data["index"], data["student"], Path(data["root"]), when(data["deadline"]),
                    when(data["submitted_at"]), data.get("pinned_by", ""))
