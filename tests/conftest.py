@@ -15,9 +15,9 @@ from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 
 
 def gpu_skip_reason() -> str | None:
-    from grader.cli.demo import gpu_unavailable_reason
+    from grader.device import unavailable_reason
 
-    return gpu_unavailable_reason()
+    return unavailable_reason("cuda")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from grader.batch_fetch import FetchStream
 from grader.batch_lock import BatchLock, clean_clone_cache, lock_path
-from grader.batch_progress import OUTCOMES, Tally, outcome  # noqa: F401 -- outcome: the benchmarks count with it
+from grader.batch_progress import Tally
 from grader.cli.options import add_grading_options, options_from
 from grader.dispatch import executor_named
 from grader.dispatch.slurm import SlurmExecutor

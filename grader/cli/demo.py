@@ -30,17 +30,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def gpu_unavailable_reason() -> str | None:
-    return unavailable_reason("cuda")
-
-
 def run(arguments: argparse.Namespace) -> int:
     console = Console()
     summary = Table(title="grader demo: bundled samples")
     for column in ("assignment", "sample", "expected", "score", "statuses"):
         summary.add_column(column)
     for assignment in list_assignments():
-        reason = gpu_unavailable_reason() if assignment.target == "cuda" else None
+        reason = unavailable_reason(assignment.target)
         if reason:
             console.print(f"[yellow]skipping {assignment.name}[/]: CUDA assignment, {reason}")
             continue
