@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader.batch_progress import outcome  # noqa: E402
+from grader.batch.summary import outcome  # noqa: E402
 from grader.samples import compose, variants  # noqa: E402
 from grader.spec import load_assignment  # noqa: E402
 from grader.store import Store  # noqa: E402

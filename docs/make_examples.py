@@ -19,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader.batch.late import apply_late_policy
 from grader.pipeline import Options, default_cache_dir, grade
 from grader.results import Result
-from grader.scoring import apply_late_policy
 from grader.samples import compose, variants
 from grader.spec import LatePolicy, load_assignment
 from grader.store import Store

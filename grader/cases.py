@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from grader.cache import content_key, is_complete, new_entry, publish_folder
 from grader.errors import SpecError
 from grader.spec import Assignment, Case, Kernel, shape_of
 
@@ -82,29 +81,21 @@ def make_case_inputs(assignment: Assignment, kernel: Kernel, case: Case, seed: S
 
 def inputs_key(assignment: Assignment, kernel: Kernel, case: Case, seed: Seed) -> str:
     """Content key of one case's inputs: the generator's source, the case and the seed."""
-    digest = hashlib.sha256()
-    digest.update((assignment.root / "inputs.py").read_bytes())
-    digest.update(json.dumps([assignment.name, assignment.version, kernel.name, case.name, case.params], sort_keys=True).encode())
-    digest.update(seed.fingerprint.encode())
-    return digest.hexdigest()[:32]
+    return content_key((assignment.root / "inputs.py").read_bytes(),
+                       json.dumps([assignment.name, assignment.version, kernel.name, case.name, case.params],
+                                  sort_keys=True), seed.fingerprint)
 
 
 def prepare_inputs(assignment: Assignment, kernel: Kernel, case: Case, seed: Seed, cache_dir: Path) -> Path:
     """Write one case's inputs as .npy files (once; later calls reuse them) and return the folder."""
     folder = cache_dir / "inputs" / inputs_key(assignment, kernel, case, seed)
-    if (folder / "COMPLETE").is_file():
+    if is_complete(folder):
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
     # A staging folder of its own: other threads and graders may be writing the same inputs right now.
-    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp", dir=folder.parent))
-    staging.chmod(0o755)  # mkdtemp's 0700 would hide the inputs from the sandbox's unprivileged user
+    staging = new_entry(folder)
     for name, array in make_case_inputs(assignment, kernel, case, seed).items():
         np.save(staging / f"{name}.npy", array)
-    (staging / "COMPLETE").write_text("")
-    try:
-        staging.rename(folder)
-    except OSError:  # another grader wrote the same inputs first: theirs are identical
-        shutil.rmtree(staging, ignore_errors=True)
+    publish_folder(staging, folder)
     return folder
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.harness import POISON_BITS
+from grader.protocol import never_written
 from grader.spec import Tolerance
 
 
@@ -42,12 +42,6 @@ class Verdict:
     zeros: int | None = None  # elements exactly 0 where gold is not
     transposed: bool | None = None  # the output matches gold written in the other (row/column) order
     row_shift: int | None = None  # +1/-1: the output matches gold moved down/up by one row
-
-
-def never_written(output: np.ndarray) -> np.ndarray:
-    """Mask of elements still holding the poison bit pattern."""
-    unsigned, bits = POISON_BITS[output.dtype.name]
-    return output.view(unsigned) == unsigned(bits)
 
 
 def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], tolerance: Tolerance) -> Verdict:

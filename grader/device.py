@@ -9,11 +9,13 @@ from __future__ import annotations
 import functools
 import os
 
+from grader.targets import target_named
+
 
 @functools.cache
 def unavailable_reason(target: str) -> str | None:
-    """None if `target`'s kernels can run here, else why not ("this machine has no NVIDIA GPU ...")."""
-    if target != "cuda":
+    """None if kernels of the target named `target` can run here, else why not ("this machine has no NVIDIA GPU")."""
+    if not target_named(target).needs_gpu:
         return None
     if os.environ.get("KERNEL_GRADER_NO_GPU"):  # a test seam, and a way to get compile feedback only
         return "no GPU is used here (KERNEL_GRADER_NO_GPU is set)"

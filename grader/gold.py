@@ -8,16 +8,15 @@ toolchain; and the case's inputs), so a class of 300 computes each case's gold o
 from __future__ import annotations
 
 import hashlib
-import shutil
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from grader.build import Artifact, build_submission
-from grader.compare import never_written
+from grader.cache import content_key, is_complete, new_entry, publish_folder, staging_path
 from grader.errors import GoldError, SpecError
 from grader.cases import load_inputs
+from grader.protocol import never_written
 from grader.runner import Call, run_calls
 from grader.sandbox import Sandbox
 from grader.spec import Assignment, Case, Kernel, shape_of
@@ -42,7 +41,7 @@ def gold_outputs(
             raise GoldError(f"{assignment.reference_dir}: the reference kernel '{artifact.kernel}' does not build:\n"
                             f"{artifact.message}")
     folders = {(k.name, c.name): _gold_folder(cache_dir, artifacts[k.name], inputs) for k, c, inputs in selection}
-    missing = [(k, c, i) for k, c, i in selection if not (folders[(k.name, c.name)] / "COMPLETE").is_file()]
+    missing = [(k, c, i) for k, c, i in selection if not is_complete(folders[(k.name, c.name)])]
     if missing:
         _compute(assignment, missing, artifacts, folders, sandbox)
     gold = {}
@@ -61,19 +60,14 @@ def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path
     truth = None
     gold = {}
     for kernel, case, inputs in selection:
-        folder = cache_dir / "gold" / hashlib.sha256(f"numpy/{version}/{kernel.name}/{inputs.name}".encode()).hexdigest()[:32]
-        if not (folder / "COMPLETE").is_file():
+        folder = cache_dir / "gold" / content_key("numpy", version, kernel.name, inputs.name)
+        if not is_complete(folder):
             truth = truth or assignment.numpy_reference()
             outputs = _call_numpy_reference(assignment, truth, kernel, case, inputs)
-            staging = folder.with_name(f"{folder.name}.tmp-{uuid.uuid4().hex}")
-            staging.mkdir(parents=True)
+            staging = new_entry(folder)
             for name, array in outputs.items():
                 np.save(staging / f"{name}.npy", array)
-            (staging / "COMPLETE").write_text("")
-            try:
-                staging.rename(folder)
-            except OSError:  # computed concurrently by another grader: identical content
-                shutil.rmtree(staging, ignore_errors=True)
+            publish_folder(staging, folder)
         gold[(kernel.name, case.name)] = {b.name: np.load(folder / f"{b.name}.npy") for b in kernel.buffers_with("output")}
         _check_gold(assignment, kernel, case, gold[(kernel.name, case.name)])
     return gold
@@ -102,15 +96,13 @@ def _call_numpy_reference(assignment: Assignment, truth, kernel: Kernel, case: C
 
 def _gold_folder(cache_dir: Path, artifact: Artifact, inputs: Path) -> Path:
     assert artifact.library is not None
-    key = hashlib.sha256(f"{artifact.library.parent.name}/{inputs.name}".encode()).hexdigest()[:32]
-    return cache_dir / "gold" / key
+    return cache_dir / "gold" / content_key("reference", artifact.library.parent.name, inputs.name)
 
 
 def _compute(assignment: Assignment, missing: list[tuple[Kernel, Case, Path]], artifacts: dict[str, Artifact],
              folders: dict[GoldKey, Path], sandbox: Sandbox) -> None:
-    run = uuid.uuid4().hex  # staging folders of this computation alone: another may be writing the same gold
-    staging = {(k.name, c.name): folders[(k.name, c.name)].with_name(f"{folders[(k.name, c.name)].name}.tmp-{run}")
-               for k, c, _ in missing}
+    # Staging folders of this computation alone: another grader may be writing the same gold.
+    staging = {(k.name, c.name): staging_path(folders[(k.name, c.name)]) for k, c, _ in missing}
     calls = [Call(k, c, artifacts[k.name].library, inputs, staging[(k.name, c.name)])  # type: ignore[arg-type]
              for k, c, inputs in missing]
     report = run_calls(assignment, calls, sandbox)
@@ -118,12 +110,7 @@ def _compute(assignment: Assignment, missing: list[tuple[Kernel, Case, Path]], a
         if outcome.status != "ok":
             raise GoldError(f"{assignment.reference_dir}: the reference kernel '{call.kernel.name}' {outcome.status} "
                             f"on case '{call.case.name}': {outcome.message}")
-        (call.output_dir / "COMPLETE").write_text("")
-        final = folders[(call.kernel.name, call.case.name)]
-        try:
-            call.output_dir.rename(final)
-        except OSError:  # computed concurrently by another grader: identical content
-            shutil.rmtree(call.output_dir, ignore_errors=True)
+        publish_folder(call.output_dir, folders[(call.kernel.name, call.case.name)])
 
 
 def _check_gold(assignment: Assignment, kernel: Kernel, case: Case, outputs: dict[str, np.ndarray]) -> None:

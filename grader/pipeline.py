@@ -1,4 +1,4 @@
-"""Grade one submission: fetch → build → cases and gold → run → compare → score → result."""
+"""Grade one submission: fetch → sources → build → cases and gold → run → compare → score → result."""
 
 from __future__ import annotations
 
@@ -19,13 +19,16 @@ from grader.cases import Seed, prepare_inputs
 from grader.compare import compare
 from grader.device import unavailable_reason
 from grader.gold import gold_outputs
-from grader.repos import Checkout, checkout_folder
+from grader.checkout import Checkout, checkout_folder
 from grader.results import Environment, Result, Submission, SubmissionStatus
 from grader.sanitizer import SanitizerReport, sanitize
 from grader.runner import Call, CallOutcome, limits_for, run_calls, submission_budget
 from grader.sandbox import sandbox_named
 from grader.scoring import case_result, score_kernel
+from grader.sources import gather_sources
 from grader.spec import Assignment, Case, Kernel
+from grader.status import BuildStatus, CallStatus
+from grader.targets import target_of
 
 
 def default_cache_dir() -> Path:
@@ -42,9 +45,19 @@ class Options:
     jobs: int | None = None
     cuda_arch: str | None = None
     sanitizer: bool = False  # compute-sanitizer where the spec asks for it and the tool is installed (`grade`: on)
+    upload: bool = False  # an upload (Gradescope), maybe flat: the sources stage finds its files (`grade --upload`)
+
+    def to_dict(self) -> dict:
+        """Every field, JSON-ready: what a Slurm task reads back to grade with exactly these options."""
+        return {**vars(self), "cache_dir": str(self.cache_dir), "kernels": list(self.kernels)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Options:
+        return cls(**{**data, "cache_dir": Path(data["cache_dir"]), "kernels": tuple(data["kernels"])})
 
 
-def grade(path: Path, assignment: Assignment, options: Options) -> Result:
+def grade(path: Path | Checkout, assignment: Assignment, options: Options) -> Result:
+    """Grade a folder or repository (a batch passes the Checkout its fetch pinned: git is not asked again)."""
     return run_stage(build_stage(path, assignment, options), assignment, options)
 
 
@@ -60,33 +73,65 @@ class Built:
     artifacts: dict[str, Artifact]
     selection: list[tuple[Kernel, Case, Path]]
     seed: Seed
-    stages: dict[str, float]  # seconds so far, per stage
+    stages: StageTimes  # so far
 
 
-class _Laps:
-    def __init__(self, stages: dict[str, float] | None = None) -> None:
-        self.stages = dict(stages or {})
-        self.clock = time.perf_counter()
+@dataclass(frozen=True)
+class StageTimes:
+    """Seconds per stage of one grade, and the total as measured: never a sum of figures that overlap.
+
+    `stages` are disjoint and in order; `parts` are figures inside a stage (`run_start`: the harness
+    start-ups within `run`). A grade runs in segments (a batch builds in one process, runs in
+    another, scores in a third, with queues between): `total` is the wall time of the segments,
+    each clocked from its start to its last lap, so that waiting in a queue is not grading time.
+    """
+
+    stages: tuple[tuple[str, float], ...] = ()
+    parts: tuple[tuple[str, float], ...] = ()
+    total: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        """As the result stores it: every stage, then its parts, then `total`."""
+        return {**dict(self.stages), **dict(self.parts), "total": round(self.total, 3)}
+
+
+class _Segment:
+    """Clocks one segment of a grade: each lap is the time since the previous one."""
+
+    def __init__(self, before: StageTimes | None = None) -> None:
+        self.before = before or StageTimes()
+        self.stages: list[tuple[str, float]] = []
+        self.parts: list[tuple[str, float]] = []
+        self.started = self.clock = time.perf_counter()
 
     def __call__(self, stage: str) -> None:
         now = time.perf_counter()
-        self.stages[stage] = round(now - self.clock, 3)
+        self.stages.append((stage, round(now - self.clock, 3)))
         self.clock = now
 
+    def part(self, name: str, seconds: float) -> None:
+        self.parts.append((name, round(seconds, 3)))
 
-def build_stage(path: Path, assignment: Assignment, options: Options) -> Built:
-    """Fetch, build every kernel and prepare the case inputs: everything before student code runs."""
-    lap = _Laps()
+    def times(self) -> StageTimes:
+        return StageTimes(self.before.stages + tuple(self.stages), self.before.parts + tuple(self.parts),
+                          self.before.total + (self.clock - self.started))
+
+
+def build_stage(path: Path | Checkout, assignment: Assignment, options: Options) -> Built:
+    """Fetch, gather each kernel's sources, build them and prepare the case inputs: all before student code runs."""
+    lap = _Segment()
     checkout = checkout_folder(path)
     lap("fetch")
     kernels = tuple(assignment.kernel(n) for n in options.kernels) if options.kernels else assignment.kernels
+    sources = gather_sources(assignment, checkout.root, kernels, upload=options.upload)
+    lap("sources")
     # The compiler reads the student's sources: it runs in the same sandbox as their code.
-    artifacts = build_submission(assignment, checkout.root, options.cache_dir, kernels, options.jobs, options.cuda_arch,
+    artifacts = build_submission(assignment, sources, options.cache_dir, kernels, options.jobs, options.cuda_arch,
                                  sandbox=sandbox_named(options.sandbox))
     lap("build")
     seed, selection = _selection(assignment, kernels, options)
     lap("inputs")
-    return Built(checkout, kernels, artifacts, selection, seed, lap.stages)
+    return Built(checkout, kernels, artifacts, selection, seed, lap.times())
 
 
 def run_stage(built: Built, assignment: Assignment, options: Options) -> Result:
@@ -102,7 +147,7 @@ class Ran:
     built: Built
     outcomes: dict[tuple[str, str], CallOutcome]  # (kernel, case) -> outcome
     device: str
-    stages: dict[str, float]
+    stages: StageTimes
     sanitizer: dict[str, list[SanitizerReport]] = field(default_factory=dict)  # kernel -> compute-sanitizer's reports
     logs: dict[str, str] = field(default_factory=dict)  # kernel -> the tail of its harnesses' stdout/stderr
     sandbox_enforced: tuple[str, ...] = ()  # what the sandbox applied to the harnesses, with the values
@@ -114,40 +159,41 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
 
     Batches run this in one process per GPU and score in the CPU pool, so the GPU never waits on a compare.
     """
-    lap = _Laps(built.stages)
+    lap = _Segment(built.stages)
     calls = [Call(k, c, built.artifacts[k.name].library, inputs, outputs_dir / k.name / c.name)  # type: ignore[arg-type]
-             for k, c, inputs in built.selection if built.artifacts[k.name].status == "built"]
+             for k, c, inputs in built.selection if built.artifacts[k.name].status == BuildStatus.BUILT]
     if calls and (reason := unavailable_reason(assignment.target)):
         # Compile feedback still counts on a laptop: every kernel was built; none can run here.
-        outcomes = {(c.kernel.name, c.case.name): CallOutcome(c.kernel.name, c.case.name, "not_run", f"not run: {reason}")
+        outcomes = {(c.kernel.name, c.case.name): CallOutcome(c.kernel.name, c.case.name, CallStatus.NOT_RUN,
+                                                                 f"not run: {reason}")
                     for c in calls}
-        return Ran(built, outcomes, "", lap.stages, not_run_reason=reason)
+        return Ran(built, outcomes, "", lap.times(), not_run_reason=reason)
     deadline = time.monotonic() + submission_budget(assignment, calls)  # the run slot's, sanitizer included
     report = run_calls(assignment, calls, sandbox_named(options.sandbox)) if calls else None
     lap("run")
     if report is not None:
-        lap.stages["run_start"] = round(report.start_seconds, 3)  # part of "run": harness start-up, not student code
+        lap.part("run_start", report.start_seconds)  # within "run": harness start-ups, not student code
     outcomes = {(o.kernel, o.case): o for o in report.outcomes} if report else {}
     sanitizer: dict[str, list[SanitizerReport]] = {}
     if options.sanitizer and report is not None:
         # Untimed and on one small case; not for kernels that already timed out.
-        checked = tuple(k for k in built.kernels if not any(o.status == "timeout" for (n, _), o in outcomes.items()
-                                                                if n == k.name))
+        checked = tuple(k for k in built.kernels
+                        if not any(o.status == CallStatus.TIMEOUT for (n, _), o in outcomes.items() if n == k.name))
         sanitizer = sanitize(assignment, checked, built.artifacts, {(k.name, c.name): i for k, c, i in built.selection},
                              sandbox_named(options.sandbox), deadline)
         if sanitizer:
             lap("sanitizer")
-    return Ran(built, outcomes, report.device if report else "", lap.stages, sanitizer,
+    return Ran(built, outcomes, report.device if report else "", lap.times(), sanitizer,
                report.kernel_logs if report else {}, report.sandbox_enforced if report else ())
 
 
 def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     """Compare a run's outputs with gold (computed once, then cached) and score them into the result."""
-    lap = _Laps(ran.stages)
+    lap = _Segment(ran.stages)
     kernels, artifacts, selection = ran.built.kernels, ran.built.artifacts, ran.built.selection
     seed, checkout, outcomes = ran.built.seed, ran.built.checkout, ran.outcomes
     sandbox = sandbox_named(options.sandbox)
-    ran_ok = {key for key, o in outcomes.items() if o.status == "ok"}
+    ran_ok = {key for key, o in outcomes.items() if o.status == CallStatus.OK}
     # Gold only where something ran: a compile-only grade (no GPU here) needs none.
     needed = [(k, c, i) for k, c, i in selection if (k.name, c.name) in ran_ok]
     gold = gold_outputs(assignment, needed, options.cache_dir, sandbox, options.cuda_arch) if needed else {}
@@ -159,7 +205,7 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
             outcome = outcomes.get((kernel.name, case.name))
             verdict = None
             tolerance = kernel.tolerance_for(case)
-            if outcome is not None and outcome.status == "ok" and outcome.output_dir is not None:
+            if outcome is not None and outcome.status == CallStatus.OK and outcome.output_dir is not None:
                 produced = _load_outputs(outcome.output_dir, kernel)
                 verdict = compare(produced, gold[(kernel.name, case.name)], tolerance)
             cases.append(case_result(case, outcome, verdict, tolerance))
@@ -167,7 +213,6 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
                                            ran.logs.get(kernel.name, "")))
     lap("compare_and_score")
 
-    stages = lap.stages
     return Result(
         assignment=assignment.name,
         assignment_version=assignment.version,
@@ -177,7 +222,7 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         kernels=kernel_results,
         submission=Submission(str(checkout.root), checkout.commit, checkout.commit_time, checkout.dirty),
         environment=_environment(assignment, options, sandbox, ran.device, ran.sandbox_enforced),
-        stages={**stages, "total": round(sum(stages.values()), 3)},
+        stages=lap.times().to_dict(),
         seed={"mode": seed.mode, "fingerprint": seed.fingerprint},
         public_only=options.public_only,
         graded_at=_now(),
@@ -219,7 +264,7 @@ def _environment(assignment: Assignment, options: Options, sandbox, device: str,
     return Environment(
         grader_version=__version__, target=assignment.target, device=device,
         compiler=toolchain.description, sandbox=sandbox.name,
-        sandbox_enforced=list(enforced) or sandbox.enforced(limits_for(assignment), gpu=assignment.target == "cuda"),
+        sandbox_enforced=list(enforced) or sandbox.enforced(limits_for(assignment), gpu=target_of(assignment).needs_gpu),
         host=platform.node(), python=sys.version.split()[0],
     )
 

@@ -6,18 +6,25 @@ A `Result` serialises to plain JSON (non-finite floats become null) and loads ba
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-# forbidden: it ran (and its outputs were judged), but it uses a library or symbol the spec forbids.
-KernelStatus = Literal["passed", "failed", "forbidden", "compile_error", "crashed", "timeout", "not_run"]
-# A whole submission: graded, nothing to grade (unreachable or empty repository), or the grader failed on it.
-SubmissionStatus = Literal["graded", "not_submitted", "error"]
-CaseStatus = Literal["passed", "failed", "crashed", "timeout", "not_run"]
+from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
+
 SCHEMA_VERSION = 1
+
+# A case stored before its facts were fields said them only in its message, in scoring's and the runner's words.
+_LEGACY_FACTS = {
+    "signal": re.compile(r"killed by signal (SIG[A-Z0-9]+)"),
+    "out_of_bounds": re.compile(r"^wrote out of bounds: "
+                                r"((?:\d+ element\(s\) (?:before the start|past the end) of \w+(?:; )?)+)"),
+    "inputs_modified": re.compile(r"wrote into its input\(s\) (.+?), which it must only read; "),
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,13 @@ class CaseResult:
     # The limit that ended its run, one word (grader.sandbox.LimitKind): "memory", "processes", "output",
     # "tmp" or "time"; the message says it with its value.
     limit: str | None = None
+    # Facts the message says in words, kept as fields so that reports never parse the message back.
+    out_of_bounds: list[str] = field(default_factory=list)  # "32 element(s) past the end of out", one per write
+    inputs_modified: list[str] = field(default_factory=list)  # input buffers it wrote into
+    signal: str | None = None  # the signal that killed its harness ("SIGSEGV"), where one did
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", CaseStatus(self.status))  # loaded JSON and callers may pass the string
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,9 @@ class KernelResult:
     forbidden_symbols: list[str] = field(default_factory=list)  # what it needs that the spec forbids
     built_from: list[str] = field(default_factory=list)  # the files its library was compiled from
     log: str = ""  # the tail of its harnesses' stdout/stderr (instructors see it; students' reports don't)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", KernelStatus(self.status))
 
     @property
     def cases_passed(self) -> int:
@@ -137,11 +154,19 @@ class Result:
     public_only: bool
     graded_at: str
     student: str | None = None  # the roster's id, in batches
-    status: SubmissionStatus = "graded"
+    status: SubmissionStatus = SubmissionStatus.GRADED
     message: str = ""  # why a submission was not graded (the git error, ...)
     raw_score: float | None = None  # before the late penalty; `score` is after it
     late: Late | None = None
     schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", SubmissionStatus(self.status))
+
+    @property
+    def outcome(self) -> Outcome:
+        """One word for the batch's counts (passed, crashed, timeout, ...), grouped as the dashboard groups."""
+        return Outcome.of(self.status, (k.status for k in self.kernels))
 
     def to_dict(self) -> dict[str, Any]:
         return _finite(dataclasses.asdict(self))
@@ -157,7 +182,7 @@ class Result:
     def from_dict(cls, data: dict[str, Any]) -> Result:
         kernels = [
             KernelResult(
-                **{**k, "cases": [CaseResult(**{**c, "first_mismatch": Mismatch(**c["first_mismatch"])
+                **{**k, "cases": [CaseResult(**{**_with_facts(c), "first_mismatch": Mismatch(**c["first_mismatch"])
                                                 if c.get("first_mismatch") else None}) for c in k["cases"]],
                    "deductions": [Deduction(**d) for d in k.get("deductions", [])]}
             )
@@ -172,8 +197,21 @@ class Result:
         return cls.from_dict(json.loads(text))
 
 
+def _with_facts(case: dict[str, Any]) -> dict[str, Any]:
+    """A stored case with its facts as fields; one stored before they were fields has them read from its message."""
+    if all(name in case for name in _LEGACY_FACTS):
+        return case
+    found = {name: pattern.search(case.get("message", "")) for name, pattern in _LEGACY_FACTS.items()}
+    signal, out_of_bounds, inputs = found["signal"], found["out_of_bounds"], found["inputs_modified"]
+    return {"signal": signal.group(1) if signal else None,
+            "out_of_bounds": [part for part in out_of_bounds.group(1).split("; ") if part] if out_of_bounds else [],
+            "inputs_modified": inputs.group(1).split(", ") if inputs else [], **case}
+
+
 def _finite(value: Any) -> Any:
-    """JSON has no Infinity or NaN: an unbounded error is recorded as null."""
+    """JSON has no Infinity or NaN: an unbounded error is recorded as null; a status is its bare string."""
+    if isinstance(value, enum.Enum):
+        return value.value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

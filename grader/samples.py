@@ -11,9 +11,13 @@ except ModuleNotFoundError:  # Python 3.10
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.errors import SpecError
+from grader.sources import overlay_files
 from grader.spec import PROJECT_ROOT, Assignment
+from grader.status import KernelStatus
 
 VARIANTS_DIR = PROJECT_ROOT / "tests" / "submissions"
+VARIANT_FILE = "VARIANT.toml"  # what a sample is, beside its files: never part of the submission
 
 
 ALL_KERNELS = "all"  # a VARIANT.toml's kernel for a whole submission (a course-style family)
@@ -25,7 +29,7 @@ class Variant:
     folder: Path
     kernel: str  # the kernel it changes, or "all" for a whole submission
     kind: str  # alternative, course (as students of the course write it), mutant or hostile
-    expect: str  # the kernel's expected status (every kernel's, for "all")
+    expect: KernelStatus  # the kernel's expected status (every kernel's, for "all")
     why: str
     failed_cases: tuple[str, ...] | None = None  # where known: exactly the cases it must fail
 
@@ -36,21 +40,28 @@ class Variant:
 
 def variants(assignment: Assignment) -> list[Variant]:
     found = []
-    for folder in sorted((VARIANTS_DIR / assignment.name).glob("*/VARIANT.toml")):
+    for folder in sorted((VARIANTS_DIR / assignment.name).glob(f"*/{VARIANT_FILE}")):
         meta = tomllib.loads(folder.read_text())
         failed = meta.get("failed_cases")
-        found.append(Variant(folder.parent.name, folder.parent, meta["kernel"], meta["kind"], meta["expect"],
+        if meta["expect"] not in {s.value for s in KernelStatus}:
+            raise SpecError(f"{folder}: expect {meta['expect']!r} is not a kernel status "
+                            f"(one of {', '.join(s.value for s in KernelStatus)})")
+        found.append(Variant(folder.parent.name, folder.parent, meta["kernel"], meta["kind"],
+                             KernelStatus(meta["expect"]),
                              meta.get("why", ""), tuple(failed) if failed is not None else None))
     return found
 
 
 def compose(assignment: Assignment, variant: Variant | None, destination: Path) -> Path:
-    """A submission folder: the reference, with the variant's files (if any) replacing its own."""
+    """A submission folder: the reference, with the variant's files (if any) replacing its own.
+
+    The variant is laid over by the course's overlay rule (`grader.sources.overlay_files`), the
+    rule a pack's variant folders are graded by.
+    """
     shutil.copytree(assignment.reference_dir, destination, dirs_exist_ok=True)
     if variant is not None:
-        for path in variant.folder.rglob("*"):
-            if path.is_file() and path.name != "VARIANT.toml":
-                target = destination / path.relative_to(variant.folder)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
+        for relative, path in overlay_files(variant.folder, leave_out=(VARIANT_FILE,)).items():
+            target = destination / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
     return destination

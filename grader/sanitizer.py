@@ -20,6 +20,8 @@ from grader.build import Artifact
 from grader.runner import Call, run_calls
 from grader.sandbox import Sandbox
 from grader.spec import Assignment, Case, Kernel, allocation_of
+from grader.status import CallStatus
+from grader.targets import target_of
 
 MAX_FINDINGS = 5  # per kernel and tool: the first few say enough
 ERROR_EXIT = 86  # compute-sanitizer's exit status when it found something (--error-exitcode)
@@ -82,7 +84,7 @@ def sanitize(assignment: Assignment, kernels: tuple[Kernel, ...], artifacts: dic
     """
     binary = sanitizer_binary()
     reports: dict[str, list[SanitizerReport]] = {}
-    if binary is None or assignment.target != "cuda":
+    if binary is None or not target_of(assignment).compute_sanitizer:
         return reports
     for kernel in kernels:
         artifact = artifacts.get(kernel.name)
@@ -94,7 +96,7 @@ def sanitize(assignment: Assignment, kernels: tuple[Kernel, ...], artifacts: dic
         for tool in kernel.sanitizer:
             with tempfile.TemporaryDirectory(prefix="kg-sanitizer-") as scratch:
                 call = Call(kernel, case, artifact.library, inputs[(kernel.name, case.name)], Path(scratch) / "out")
-                wrapper = ("/usr/bin/env", "KERNEL_GRADER_SANITIZER=1", binary, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "20",
+                wrapper = (binary, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "20",
                            "--show-backtrace", "no")
                 # Untimed: the sanitizer's slowdown must not turn into a time-out; generous but bounded.
                 slow = _untimed(kernel)
@@ -105,10 +107,10 @@ def sanitize(assignment: Assignment, kernels: tuple[Kernel, ...], artifacts: dic
                         kernel.name, tool, -1, (), "not run under the sanitizer: the submission's time limit was reached"))
                     continue
                 report = run_calls(assignment, [Call(slow, case, call.library, call.inputs_dir, call.output_dir)],
-                                   sandbox, wrapper=wrapper, time_limit_s=left)
+                                   sandbox, wrapper=wrapper, time_limit_s=left, sanitizer=True)
                 parsed = parse_report("\n".join(report.logs), kernel.name, tool)
                 outcome = report.outcomes[0]
-                if outcome.status != "ok" and parsed.errors < 0:
+                if outcome.status != CallStatus.OK and parsed.errors < 0:
                     parsed = SanitizerReport(kernel.name, tool, -1, parsed.findings,
                                              f"the run under {tool} {outcome.status}: {outcome.message[:300]}")
                 reports.setdefault(kernel.name, []).append(parsed)

@@ -1,21 +1,18 @@
 """Score one kernel from its build, its run outcomes and its verdicts, as the spec says.
 
-Partial credit is the fraction of cases passed, or all-or-nothing; a crash or a timeout fails
-the whole kernel; forbidden symbols deduct the spec's share of the kernel's weight.
+Partial credit is the fraction of cases passed, or all-or-nothing; a case that crashed or timed
+out costs that case (and the kernel's status says so); forbidden symbols deduct the spec's share of the kernel's weight.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import math
-
 from grader.build import Artifact
 from grader.compare import Verdict
-from grader.results import CaseResult, Deduction, KernelResult, Late, Mismatch, Result
+from grader.results import CaseResult, Deduction, KernelResult, Mismatch
 from grader.runner import CallOutcome
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
-from grader.spec import Case, Kernel, LatePolicy, Tolerance
+from grader.spec import Case, Kernel, Tolerance
+from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus
 
 
 def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None,
@@ -23,12 +20,17 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
     """One case's line in the result, from how its call ended and, if it ran, its verdict."""
     judged = {"atol": tolerance.atol, "rtol": tolerance.rtol} if tolerance else {}
     if outcome is None:
-        return CaseResult(case.name, case.public, "not_run", False, "not run: the kernel did not build", params=_sizes(case))
-    if outcome.status != "ok" or verdict is None:
-        status = outcome.status if outcome.status != "ok" else "crashed"
+        return CaseResult(case.name, case.public, CaseStatus.NOT_RUN, False, "not run: the kernel did not build",
+                          params=_sizes(case))
+    if outcome.status != CallStatus.OK or verdict is None:
+        # A call that ended well but left nothing to judge (no outputs read back) is a crash of the case.
+        status = CaseStatus.CRASHED if outcome.status == CallStatus.OK \
+            else CaseStatus.of_call(CallStatus(outcome.status))
         return CaseResult(case.name, case.public, status, False, outcome.message, wall_ms=outcome.wall_ms,
                           device_ms=outcome.device_ms, params=_sizes(case),
-                          while_loading=outcome.while_loading or None, limit=outcome.limit)
+                          while_loading=outcome.while_loading or None, limit=outcome.limit,
+                          out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
+                          signal=outcome.signal)
     first = verdict.first_mismatch
     passed, message = verdict.passed, verdict.message
     if outcome.inputs_modified:
@@ -40,14 +42,15 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         passed = False
         message = f"wrote out of bounds: {'; '.join(outcome.out_of_bounds)}; " + message
     return CaseResult(
-        name=case.name, public=case.public, status="passed" if passed else "failed", passed=passed,
+        name=case.name, public=case.public, status=CaseStatus.PASSED if passed else CaseStatus.FAILED, passed=passed,
         message=message, max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
         rel_l2_err=verdict.rel_l2_err, tolerance_used=verdict.tolerance_used, mismatches=verdict.mismatches, elements=verdict.elements,
         never_written=verdict.never_written,
         first_mismatch=Mismatch(first.buffer, list(first.index), first.expected, first.got) if first else None,
         wall_ms=outcome.wall_ms, device_ms=outcome.device_ms,
         nonfinite=verdict.nonfinite, zeros=verdict.zeros, transposed=verdict.transposed, row_shift=verdict.row_shift,
-        params=_sizes(case), **judged,
+        params=_sizes(case), out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
+        signal=outcome.signal, **judged,
     )
 
 
@@ -67,19 +70,20 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     build = {"build_seconds": round(artifact.seconds, 3), "build_cached": artifact.cached,
              "sanitizer": findings_of(sanitizer or []), "forbidden_symbols": list(artifact.forbidden_symbols),
              "built_from": list(artifact.files), "log": log}
-    if artifact.status == "compile_error":
-        return KernelResult(kernel.name, 0.0, kernel.weight, "compile_error", artifact.message, cases, **build)
+    if artifact.status == BuildStatus.COMPILE_ERROR:
+        return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.COMPILE_ERROR, artifact.message, cases,
+                            **build)
     passed = sum(c.passed for c in cases)
-    ran = [c for c in cases if c.status != "not_run"]
+    ran = [c for c in cases if c.status.ran]
     if cases and not ran:
         if artifact.forbidden_symbols:  # found in the library: no run is needed to say so
-            return KernelResult(kernel.name, 0.0, kernel.weight, "forbidden",
+            return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.FORBIDDEN,
                                 f"calls {', '.join(artifact.forbidden_symbols)}, which this assignment forbids "
                                 f"({cases[0].message})", cases, **build)
-        return KernelResult(kernel.name, 0.0, kernel.weight, "not_run", cases[0].message, cases, **build)
-    broken = next((c for c in cases if c.status in ("timeout", "crashed")), None)
+        return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.NOT_RUN, cases[0].message, cases, **build)
+    broken = next((c for c in cases if c.status.stopped_harness), None)
     if broken and not passed:
-        return KernelResult(kernel.name, 0.0, kernel.weight, broken.status,  # type: ignore[arg-type]
+        return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus(broken.status.value),
                             f"case '{broken.name}': {broken.message}", cases, **build)
     if kernel.partial_credit == "all_or_nothing":
         earned = kernel.weight if passed == len(cases) else 0.0
@@ -98,37 +102,14 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
         points = min(earned - sum(d.points for d in deductions), kernel.weight * kernel.sanitizer_penalty)
         deductions.append(Deduction(f"compute-sanitizer ({tools}) reported errors: {first}", max(0.0, points)))
     score = max(0.0, earned - sum(d.points for d in deductions))
-    status = "forbidden" if artifact.forbidden_symbols else \
-        "passed" if passed == len(cases) and not (flagged and kernel.sanitizer_penalty > 0) else "failed"
+    status = KernelStatus.FORBIDDEN if artifact.forbidden_symbols else \
+        KernelStatus.PASSED if passed == len(cases) and not (flagged and kernel.sanitizer_penalty > 0) \
+        else KernelStatus.FAILED
     first_failure = next((c for c in cases if not c.passed), None)
     messages = [d.reason for d in deductions]
     if first_failure:
         messages.append(f"case '{first_failure.name}': {first_failure.message}")
     message = "; ".join(messages) or f"all {len(cases)} cases passed"
-    return KernelResult(kernel.name, round(score, 6), kernel.weight, status,  # type: ignore[arg-type]
+    return KernelResult(kernel.name, round(score, 6), kernel.weight, status,
                         f"{passed}/{len(cases)} cases passed; " + message if first_failure else message,
                         cases, deductions, **build)
-
-
-def late_days(deadline: datetime.datetime, submitted_at: datetime.datetime) -> int:
-    """Whole days late, a started day counting as a day (a minute late is one late day)."""
-    seconds = (submitted_at - deadline).total_seconds()
-    return max(0, math.ceil(seconds / 86400))
-
-
-def apply_late_policy(result: Result, policy: LatePolicy | None, deadline: datetime.datetime | None,
-                      submitted_at: datetime.datetime | None) -> Result:
-    """The result with the late penalty taken: late days past the grace days, each a share of max_score, capped.
-
-    `raw_score` keeps the score before the penalty; `late` records the deadline, the days and the policy.
-    """
-    if deadline is None or submitted_at is None or result.status != "graded":
-        return dataclasses.replace(result, raw_score=result.score)
-    policy = policy or LatePolicy()
-    days = late_days(deadline, submitted_at)
-    charged = max(0.0, days - policy.grace_days)
-    fraction = min(policy.cap, charged * policy.penalty_per_day)
-    points = round(min(result.score, fraction * result.max_score), 6)
-    late = Late(deadline=deadline.isoformat(), days_late=float(days), grace_days=policy.grace_days,
-                penalty_per_day=policy.penalty_per_day, cap=policy.cap, points_deducted=points)
-    return dataclasses.replace(result, raw_score=result.score, score=round(result.score - points, 6), late=late)

@@ -22,9 +22,7 @@ from pathlib import Path
 
 from grader.errors import StoreError
 from grader.results import SCHEMA_VERSION, Result
-
-# Kernel statuses that `--failed` grades again (a flaky machine, a time limit set too tight).
-FAILED_STATUSES = ("crashed", "timeout", "not_run")
+from grader.status import SubmissionStatus
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -60,7 +58,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 """
 # What a batch sets out to do: `new` grades those without a result; `regrade` everyone; `only` the
-# named students; `failed` those whose newest result failed (see FAILED_STATUSES).
+# named students; `failed` those whose newest result failed (see KernelStatus.worth_regrading).
 RUN_MODES = ("new", "regrade", "only", "failed")
 
 
@@ -155,7 +153,7 @@ class Store:
                 "INSERT INTO results (student, assignment, spec_version, commit_sha, status, score, max_score,"
                 " grader_version, graded_at, result_json, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (result.student, result.assignment, result.assignment_version, result.submission.commit,
-                 result.status, result.score, result.max_score, result.environment.grader_version,
+                 result.status.value, result.score, result.max_score, result.environment.grader_version,
                  result.graded_at, result.to_json(indent=None), run),
             )
 
@@ -245,14 +243,15 @@ class Store:
     def failed_students(self, assignment: str) -> set[str]:
         """Students whose newest result had a kernel crash, time out or not run, or that the grader could not grade."""
         return {r.student for r in self.latest(assignment)
-                if r.student is not None and (r.status == "error" or any(k.status in FAILED_STATUSES for k in r.kernels))}
+                if r.student is not None and (r.status is SubmissionStatus.ERROR
+                                              or any(k.status.worth_regrading for k in r.kernels))}
 
     def to_grade(self, assignment: str, roster: list[str], *, regrade: bool = False, only: set[str] | None = None,
                  failed: bool = False) -> list[str]:
         """The roster's students a batch grades now, in roster order.
 
         Default: those without a stored result (so a stopped batch resumes). `regrade`: everyone;
-        `only`: the named students; `failed`: those whose newest result failed as FAILED_STATUSES says.
+        `only`: the named students; `failed`: those whose newest result failed as KernelStatus.worth_regrading says.
         """
         if only is not None:
             return [s for s in roster if s in only]

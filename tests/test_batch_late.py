@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import SpecError
-from grader.scoring import apply_late_policy, late_days
+from grader.batch.late import apply_late_policy, late_days
 from grader.spec import LatePolicy, load_assignment
 from grader.store import Store
 

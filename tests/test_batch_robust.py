@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from grader.batch_lock import BatchLock, BatchLocked, clean_clone_cache, lock_path
+from grader.batch.deadlines import Pin
+from grader.batch.fetch import NotSubmitted, fetch_submission
+from grader.batch.lock import BatchLock, BatchLocked, clean_clone_cache, lock_path
 from grader.cli import main
 from grader.dispatch import Job
 from grader.dispatch.local import LocalExecutor
 from grader.pipeline import Options
-from grader.repos import NotSubmitted, Pin, fetch_submission
 from grader.samples import compose
 from grader.spec import load_assignment
 from grader.store import Store, plan_run
@@ -114,7 +115,7 @@ def test_silent_server_is_stopped_at_the_fetch_time_limit(tmp_path: Path, silent
 
 
 def test_hanging_repository_costs_only_its_student(tmp_path: Path, silent_server, monkeypatch, cache_dir) -> None:
-    import grader.batch_progress as progress
+    import grader.batch.progress as progress
 
     monkeypatch.setattr(progress, "STUCK_S", 0.5)
     monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.5)
@@ -167,7 +168,7 @@ def test_grading_starts_before_the_last_repository_is_fetched(tmp_path: Path, ca
 HOLD = """
 import sys, time
 from pathlib import Path
-from grader.batch_lock import BatchLock
+from grader.batch.lock import BatchLock
 lock = BatchLock(Path(sys.argv[1]), 'store').acquire()
 print('held', flush=True)
 time.sleep(120)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from grader.build import build_submission, library_flags, save_build, summarise_compiler_output, toolchain_for
-from grader.shim import SHIM_SYMBOL, shim_source
+from grader.targets.shim import SHIM_SYMBOL, shim_source
 from grader.spec import Assignment, load_assignment
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch_progress import eta_seconds
+from grader.batch.progress import eta_seconds
 from grader.cli import main
 from grader.dispatch import local
-from grader.roster import read_roster
+from grader.batch.roster import read_roster
 from grader.samples import compose
 from grader.spec import PROJECT_ROOT, load_assignment
 

@@ -19,6 +19,7 @@ from grader.cli import main
 from grader.report import gradescope
 from grader.results import Result
 from grader.samples import variants
+from grader.sources import interface_headers
 from grader.spec import load_assignment
 
 from report_fixtures import class_results  # noqa: F401  (a fixture)
@@ -187,8 +188,8 @@ def test_run_autograder_scores_an_upload_without_the_files_zero_saying_what_is_m
 def test_an_upload_of_only_the_cpp_files_is_given_the_interface_headers(autograder_zip: Path, tmp_path: Path,
                                                                         cache_dir: Path) -> None:
     flash = load_assignment("flash-attention-cpu")
-    assert gradescope.interface_headers(flash) == ["src/flash_attention.h", "src/standard_attention.h"]
-    assert gradescope.interface_headers(load_assignment("gpt2-m1")) == []  # its .cuh files hold the TODOs
+    assert interface_headers(flash) == ["src/flash_attention.h", "src/standard_attention.h"]
+    assert interface_headers(load_assignment("gpt2-m1")) == []  # its .cuh files hold the TODOs
     upload = tmp_path / "upload"
     upload.mkdir()
     for name in ("standard_attention.cpp", "flash_attention.cpp"):  # dragged in flat, without the headers

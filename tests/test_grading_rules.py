@@ -177,3 +177,25 @@ def test_the_result_records_the_limits_the_sandbox_applied(tmp_path: Path) -> No
     result = grade(submission(tmp_path, TRUSTS_ZEROED_SCRATCH), assignment, Options(cache_dir=tmp_path / "cache"))
     assert any("memory 1536 MiB" in line for line in result.environment.sandbox_enforced), \
         result.environment.sandbox_enforced
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_the_result_records_what_each_backend_applied_to_the_harnesses(backend: str, flash, tmp_path: Path,
+                                                                       cache_dir: Path) -> None:
+    # Issue 11: the docker backend once reported Limits() defaults (8192 MiB, 512 processes) where the
+    # runner applied the pack's limits: the record must be what the harness really ran under.
+    import dataclasses
+
+    from grader.samples import compose
+    from sandbox_fixtures import docker_unavailable_reason
+
+    if backend == "docker" and (reason := docker_unavailable_reason()):
+        pytest.skip(f"the docker sandbox can't run here: {reason}")
+    assignment = dataclasses.replace(flash, memory_limit_mb=1280, process_limit=48)
+    result = grade(compose(flash, None, tmp_path / "submission"), assignment,
+                   Options(cache_dir=cache_dir, sandbox=backend))
+    assert result.score == result.max_score and result.environment.sandbox == backend
+    enforced = result.environment.sandbox_enforced
+    assert any("memory 1280 MiB" in line for line in enforced), enforced
+    assert any("processes/threads 48" in line for line in enforced), enforced
+    assert not any("8192 MiB" in line or "processes/threads 512" in line for line in enforced), enforced

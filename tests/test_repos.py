@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from grader.errors import SubmissionError
-from grader.repos import Fetched, NotSubmitted, Pin, fetch_submission, parse_deadline, read_push_log
-from grader.roster import read_roster
+from grader.batch.deadlines import Pin, parse_deadline, read_push_log
+from grader.batch.fetch import Fetched, NotSubmitted, fetch_submission
+from grader.batch.roster import read_roster
 
 from test_batch import DEADLINE_AT, at, commit
 

@@ -12,7 +12,7 @@ import pytest
 from grader.errors import GraderError
 from grader.sandbox import Limits, Mounts, sandbox_named
 from grader.sandbox.docker import docker_client
-from grader.sandbox.local import NamespaceSandbox
+from grader.sandbox.local import LocalSandbox as NamespaceSandbox
 
 from sandbox_fixtures import loopback_listener, backend, docker_ready, sandbox_processes  # noqa: F401  (fixtures)
 
@@ -136,6 +136,40 @@ def test_namespace_sandbox_says_what_it_enforced() -> None:
     # Where a cgroup can be made (root, as on this project's CI: cgroup v1), the limits are real, and the result says so.
     assert any(e.startswith(f"memory 8192 MiB (cgroup v{probe.version}") for e in enforced)
     assert f"processes/threads 512 (cgroup v{probe.version})" in enforced
+
+
+@pytest.mark.parametrize("launcher", ["bwrap", "unshare"])
+def test_only_the_python_packages_the_caller_names_are_importable(launcher: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Mounts.python_packages`: a package outside the interpreter's prefix is mounted only when the caller names it."""
+    sandbox = NamespaceSandbox()
+    if launcher == "bwrap" and sandbox.bwrap is None:
+        pytest.skip("bubblewrap is not installed (bash ci/setup/sandbox.sh)")
+    if launcher == "unshare":
+        if not sandbox._can_unshare():
+            pytest.skip("the unshare fallback needs root, setpriv and util-linux unshare")
+        sandbox.bwrap = None
+    site = tmp_path / "site"
+    (site / "kg_probe_package").mkdir(parents=True)
+    (site / "kg_probe_package" / "__init__.py").write_text("")
+    for folder in (tmp_path, site, site / "kg_probe_package"):
+        folder.chmod(0o755)  # nobody reads it inside
+    monkeypatch.syspath_prepend(str(site))  # where the grader's own import of it would find it
+    probe = "try:\n    import kg_probe_package\n    print('imported')\nexcept ImportError:\n    print('missing')"
+    seen = {}
+    for packages in ((), ("numpy", "kg_probe_package")):
+        writable = tmp_path / f"w{len(packages)}"
+        writable.mkdir()
+        process = sandbox.start([sys.executable, "-c", probe], cwd=writable,
+                                mounts=Mounts(writable=writable, python_packages=packages), limits=Limits(),
+                                stdout=tmp_path / "o", stderr=tmp_path / "e",
+                                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)})
+        try:
+            assert process.wait(60) == 0, (tmp_path / "e").read_text()
+        finally:
+            process.kill()
+        seen[packages] = (tmp_path / "o").read_text().strip()
+    assert seen == {(): "missing", ("numpy", "kg_probe_package"): "imported"}
 
 
 def test_gpu_devices_are_passed_through_when_asked(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ import pytest
 
 from grader.sandbox import Limits, Mounts, sandbox_named, size_in_words
 from grader.sandbox.cgroups import NO_CGROUPS, Cgroup
-from grader.sandbox.local import NamespaceSandbox, data_limit
+from grader.sandbox.host import data_limit
+from grader.sandbox.local import LocalSandbox as NamespaceSandbox
 from grader.samples import variants
 from grader.spec import Assignment, load_assignment
 

@@ -6,8 +6,9 @@ import dataclasses
 
 from grader.build import Artifact
 from grader.results import CaseResult
-from grader.scoring import score_kernel
+from grader.scoring import case_result, score_kernel
 from grader.spec import load_assignment
+from grader.status import CaseStatus
 
 KERNEL = load_assignment("flash-attention-cpu").kernel("flash_attention")  # weight 2, six cases
 BUILT = Artifact("flash_attention", "built", None, "", (), False, 0.1)
@@ -75,3 +76,22 @@ def test_a_forbidden_call_is_reported_even_where_nothing_could_run() -> None:
     result = score_kernel(KERNEL, forbidden, unrun)
     assert result.status == "forbidden" and result.score == 0
     assert result.message == "calls cublasSgemm_v2, which this assignment forbids (not run: this machine has no NVIDIA GPU)"
+
+
+def test_a_cases_facts_travel_as_fields_beside_the_words() -> None:
+    import numpy as np
+
+    from grader.compare import compare
+    from grader.runner import CallOutcome
+
+    case = KERNEL.cases[0]
+    crashed = case_result(case, CallOutcome(KERNEL.name, case.name, "crashed", "the process was killed by signal "
+                                            "SIGSEGV during this case", signal="SIGSEGV"), None)
+    assert crashed.status is CaseStatus.CRASHED and crashed.signal == "SIGSEGV"
+    gold = {"O": np.ones((2, 2), np.float32)}
+    outside = CallOutcome(KERNEL.name, case.name, "ok", out_of_bounds=("8 element(s) past the end of O",),
+                          inputs_modified=("Q",))
+    wrote = case_result(case, outside, compare({"O": gold["O"].copy()}, gold, KERNEL.tolerance_for(case)))
+    assert wrote.status is CaseStatus.FAILED and not wrote.passed and wrote.signal is None
+    assert wrote.out_of_bounds == ["8 element(s) past the end of O"] and wrote.inputs_modified == ["Q"]
+    assert "wrote out of bounds: 8 element(s) past the end of O" in wrote.message  # the words stay for people

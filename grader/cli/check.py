@@ -34,7 +34,7 @@ def run(arguments: argparse.Namespace) -> int:
         result.write(arguments.json)
     write_reports(result, arguments)
     # Compiled but not run (no GPU here) is not a failure of the code: the compile feedback is all there is.
-    return 0 if all(k.status in ("passed", "not_run") for k in result.kernels) else 1
+    return 1 if any(k.status.is_failure_of_student_code for k in result.kernels) else 0
 
 
 def recognise(path: Path) -> Assignment:

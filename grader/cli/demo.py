@@ -19,6 +19,7 @@ from grader.report import terminal
 from grader.samples import compose, variants
 from grader.device import unavailable_reason
 from grader.spec import Assignment, list_assignments
+from grader.status import KernelStatus
 
 # The samples shown per assignment: one correct alternative, one bug, one attack, where bundled.
 SHOWN_KINDS = ("alternative", "mutant", "hostile")
@@ -57,7 +58,7 @@ def _samples(assignment: Assignment):
     bundled = variants(assignment)
     for kind in SHOWN_KINDS:
         # A hostile sample that visibly costs its kernel (crash), not a slow time-out or a contained attack.
-        wanted = ("crashed",) if kind == "hostile" else ("passed", "failed")
+        wanted = (KernelStatus.CRASHED,) if kind == "hostile" else (KernelStatus.PASSED, KernelStatus.FAILED)
         variant = next((v for v in bundled if v.kind == kind and v.expect in wanted), None)
         if variant:
             yield variant.name, f"{variant.kernel}: {variant.expect}", lambda d, v=variant: compose(assignment, v, d)

@@ -20,6 +20,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
     parser.add_argument("--secret-file", type=Path, default=None,
                         help="file holding the secret seed (default: $KERNEL_GRADER_SECRET)")
+    parser.add_argument("--upload", action="store_true",
+                        help="the submission is an upload (Gradescope's run_autograder): a file missing at its path "
+                             "is taken from elsewhere in it by name, a missing interface header from the template")
     add_grading_options(parser)
     add_report_options(parser)
     parser.set_defaults(run=run)

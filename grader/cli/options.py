@@ -37,6 +37,7 @@ def options_from(arguments: argparse.Namespace, public_only: bool) -> Options:
         jobs=arguments.jobs,
         cuda_arch=arguments.cuda_arch,
         sanitizer=arguments.sanitizer if getattr(arguments, "sanitizer", None) is not None else not public_only,
+        upload=getattr(arguments, "upload", False),  # `grade --upload` only
     )
 
 

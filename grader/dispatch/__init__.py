@@ -1,8 +1,8 @@
 """Where a batch's submissions are graded: one small interface, one class per place.
 
 `local` grades on this machine (builds in parallel on the CPU cores, runs one at a time per GPU);
-`slurm` submits one job-array task per submission. The batch command calls `Executor.grade` and
-never asks which one it holds.
+`slurm` submits one job-array task per submission. The batch calls `Executor.grade` and never asks
+which one it holds.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Callable, Protocol
 
+from grader.checkout import Checkout
 from grader.pipeline import Options
 from grader.results import Result
 from grader.spec import Assignment
@@ -29,11 +30,20 @@ class Job:
     deadline: datetime.datetime | None = None  # the student's own, extensions included
     submitted_at: datetime.datetime | None = None
     pinned_by: str = ""
+    commit: str | None = None  # the commit the fetch pinned (None: a plain folder)
+    commit_time: str | None = None  # ISO 8601 with the author's UTC offset
+    dirty: bool | None = None
+
+    @property
+    def checkout(self) -> Checkout:
+        """What the fetch checked out, for the pipeline: its commit is known, git is not asked again."""
+        return Checkout(self.root, self.commit, self.commit_time, self.dirty)
 
     def to_dict(self) -> dict:
         return {"index": self.index, "student": self.student, "root": str(self.root), "pinned_by": self.pinned_by,
                 "deadline": self.deadline.isoformat() if self.deadline else None,
-                "submitted_at": self.submitted_at.isoformat() if self.submitted_at else None}
+                "submitted_at": self.submitted_at.isoformat() if self.submitted_at else None,
+                "commit": self.commit, "commit_time": self.commit_time, "dirty": self.dirty}
 
     @classmethod
     def from_dict(cls, data: dict) -> Job:
@@ -41,7 +51,8 @@ class Job:
             return parse_timestamp(text) if text else None
 
         return cls(data["index"], data["student"], Path(data["root"]), when(data["deadline"]),
-                   when(data["submitted_at"]), data.get("pinned_by", ""))
+                   when(data["submitted_at"]), data.get("pinned_by", ""), data.get("commit"),
+                   data.get("commit_time"), data.get("dirty"))
 
 
 # Called once per job as it finishes, in the thread that called `grade`, so that it may write the store.
@@ -50,12 +61,14 @@ OnResult = Callable[[Job, Result], None]
 
 class Executor(Protocol):
     name: str
+    streams: bool  # True: grades each job the moment it is fetched; False: needs the whole list first
 
-    def grade(self, jobs: Iterable[Job], assignment: Assignment, options: Options, on_result: OnResult) -> None:
+    def grade(self, jobs: Iterable[Job], assignment: Assignment, options: Options, on_result: OnResult) -> int:
         """Grade every job; a job the grader fails on still yields a result (status `error`).
 
-        `jobs` may be a stream that yields each job as its repository is fetched (`local` starts on
-        each at once); an executor that needs them all (`slurm`) is given a list.
+        `jobs` may be a stream that yields each job as its repository is fetched (an executor that
+        `streams` starts on each at once); one that does not is given a list. Returns how many jobs
+        are still out (submitted without waiting: their results are collected later), else 0.
         """
         ...
 

@@ -26,6 +26,8 @@ from grader.errors import GraderError
 from grader.pipeline import Built, Options, Ran, build_stage, execute_stage, not_graded, prepare_gold, score_stage
 from grader.results import Result, Submission
 from grader.spec import Assignment
+from grader.status import SubmissionStatus
+from grader.targets import target_of
 
 
 def visible_gpus() -> list[str]:
@@ -42,6 +44,7 @@ def visible_gpus() -> list[str]:
 
 class LocalExecutor:
     name = "local"
+    streams = True
 
     def __init__(self, build_jobs: int | None = None, gpus: list[str] | None = None, run_slots: int | None = None) -> None:
         self.build_jobs = build_jobs or os.cpu_count() or 1
@@ -50,15 +53,15 @@ class LocalExecutor:
 
     def slots(self, assignment: Assignment) -> list[str | None]:
         """One entry per run slot: the GPU it sees (CUDA), or None (C++ runs on the CPU)."""
-        if assignment.target == "cuda":
+        if target_of(assignment).needs_gpu:
             gpus = self.gpus if self.gpus is not None else visible_gpus()
             return list(gpus) if gpus else [None]
         return [None] * (self.run_slots or default_run_slots())
 
-    def grade(self, jobs: Iterable[Job], assignment: Assignment, options: Options, on_result: OnResult) -> None:
+    def grade(self, jobs: Iterable[Job], assignment: Assignment, options: Options, on_result: OnResult) -> int:
         """Grade the jobs as they come: `jobs` may be a stream (a batch's fetches), each built the moment it arrives."""
         if isinstance(jobs, (list, tuple)) and not jobs:
-            return
+            return 0
         # Each submission compiles its kernels one after another; the pool runs many submissions at once.
         build_options = dataclasses.replace(options, jobs=1)
         finished: queue.Queue[tuple[Job, Result]] = queue.Queue()
@@ -67,7 +70,7 @@ class LocalExecutor:
 
         def build(job: Job) -> None:
             try:
-                ready.put((job, build_stage(job.root, assignment, build_options)))
+                ready.put((job, build_stage(job.checkout, assignment, build_options)))
             except Exception as error:  # one submission's trouble never stops the class
                 finished.put((job, _error(assignment, options, job, _describe(error))))
 
@@ -146,6 +149,7 @@ class LocalExecutor:
             for runner in runners:
                 runner.join()
             builders.shutdown(wait=True, cancel_futures=True)
+        return 0
 
 
 def default_run_slots() -> int:
@@ -184,4 +188,5 @@ def _describe(error: Exception) -> str:
 
 
 def _error(assignment: Assignment, options: Options, job: Job, message: str) -> Result:
-    return not_graded(assignment, options, "error", message, Submission(str(job.root)))
+    return not_graded(assignment, options, SubmissionStatus.ERROR, message,
+                      Submission(str(job.root), job.commit, job.commit_time, job.dirty))

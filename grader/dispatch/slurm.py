@@ -1,9 +1,10 @@
 """The Slurm executor: one job-array task per submission, results merged from a shared folder.
 
-The shared folder holds `manifest.json` (the jobs and the Slurm job id), `tasks.txt` (one work tree
-per line, the array task's input), `results/<i>.json` (written by `grader grade --json`),
-`exit/<i>.rc`, `logs/<i>.out`, and `collected/<i>` once a result is in the store. The coordinator
-waits and collects as tasks finish; `grader batch --collect` does the same later.
+The shared folder holds `task.json` (what every task grades and how: the assignment, the grading
+Options serialised once, where the secret is read, the jobs; see `slurm_task`), `manifest.json`
+(the jobs and the Slurm job id), `results/<i>.json` (written by task i), `exit/<i>.rc`,
+`logs/<i>.out`, and `collected/<i>` once a result is in the store. The coordinator waits and
+collects as tasks finish; `grader batch --collect` does the same later.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from pathlib import Path
 import jinja2
 
 from grader.dispatch import Job, OnResult
+from grader.dispatch.slurm_task import TASK_FILE, write_task_file
 from grader.errors import GraderError
 from grader.pipeline import Options, not_graded
 from grader.results import Result, Submission
 from grader.spec import PROJECT_ROOT, Assignment
+from grader.status import SubmissionStatus
+from grader.targets import target_of
 
 TEMPLATE = PROJECT_ROOT / "ci" / "slurm" / "grade-array.sbatch"
 COMPILE_BUDGET_MINUTES = 10  # per task, on top of the spec's run time limits
@@ -36,6 +40,7 @@ class SlurmError(GraderError):
 
 class SlurmExecutor:
     name = "slurm"
+    streams = False  # one job array: every repository is fetched first
 
     def __init__(self, shared_dir: Path, wait: bool = True, sbatch_args: tuple[str, ...] = (),
                  template: Path | None = None, max_parallel: int | None = None, poll_seconds: float = 2.0,
@@ -48,9 +53,19 @@ class SlurmExecutor:
         self.poll_seconds = poll_seconds
         self.secret_file = secret_file
 
-    def grade(self, jobs: list[Job], assignment: Assignment, options: Options, on_result: OnResult) -> None:
+    def grade(self, jobs: list[Job], assignment: Assignment, options: Options, on_result: OnResult) -> int:
         if not jobs:
-            return
+            return 0
+        script = self.prepare(jobs, assignment, options)
+        job_id = submit(script)
+        manifest = {"slurm_job": job_id, "assignment": assignment.name, "jobs": [j.to_dict() for j in jobs]}
+        (self.shared_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        if not self.wait:
+            return len(jobs)
+        return self.collect(assignment, options, on_result, wait=True)
+
+    def prepare(self, jobs: list[Job], assignment: Assignment, options: Options) -> Path:
+        """Lay out the shared folder for `jobs`: the task file, the job script (returned), the result folders."""
         if self.shared_dir.exists() and any(self.shared_dir.iterdir()):
             pending = [t for t in _manifest(self.shared_dir).get("jobs", []) if not _collected(self.shared_dir, t["index"])] \
                 if (self.shared_dir / "manifest.json").is_file() else []
@@ -60,30 +75,21 @@ class SlurmExecutor:
             shutil.rmtree(self.shared_dir)
         for sub in ("results", "exit", "logs", "collected"):
             (self.shared_dir / sub).mkdir(parents=True, exist_ok=True)
-        (self.shared_dir / "tasks.txt").write_text("".join(f"{job.root}\n" for job in jobs))
+        write_task_file(self.shared_dir, jobs, assignment, options, self.secret_file)
         script = self.shared_dir / "grade-array.sbatch"
         script.write_text(self.render(assignment, options, len(jobs)))
-        job_id = submit(script)
-        manifest = {"slurm_job": job_id, "assignment": assignment.name, "jobs": [j.to_dict() for j in jobs]}
-        (self.shared_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        if self.wait:
-            self.collect(assignment, options, on_result, wait=True)
+        return script
 
     def render(self, assignment: Assignment, options: Options, count: int) -> str:
+        """The job script: each array task runs the task entry on the task file, which carries every option."""
         shared = str(self.shared_dir)
-        command = [sys.executable, "-m", "grader", "grade", "--assignment", str(assignment.root),
-                   "--cache-dir", str(options.cache_dir.resolve()), "--sandbox", options.sandbox]
-        if options.kernels:
-            command += ["--kernels", ",".join(options.kernels)]
-        if options.cuda_arch:
-            command += ["--cuda-arch", options.cuda_arch]
-        if self.secret_file:
-            command += ["--secret-file", str(self.secret_file.resolve())]
+        task_command = [sys.executable, "-m", "grader.dispatch.slurm_task", str(self.shared_dir / TASK_FILE)]
         return jinja2.Template(self.template.read_text(), keep_trailing_newline=True).render(
             assignment=assignment.name, last_index=count - 1, max_parallel=self.max_parallel,
-            time_limit_minutes=time_limit_minutes(assignment), cpus_per_task=1, gpu=assignment.target == "cuda",
+            time_limit_minutes=time_limit_minutes(assignment), cpus_per_task=options.jobs or 1,
+            gpu=target_of(assignment).needs_gpu,
             shared_dir=shared, shared_dir_quoted=shlex.quote(shared), sbatch_lines=list(self.sbatch_args),
-            grade_command=shlex.join(command),
+            task_command=shlex.join(task_command),
         )
 
     def collect(self, assignment: Assignment, options: Options, on_result: OnResult, wait: bool = False) -> int:
@@ -122,8 +128,7 @@ class SlurmExecutor:
                 return self._failed(job, assignment, options, f"its result file is unreadable ({error})", log)
         if exit_file.is_file():
             code = exit_file.read_text().strip()
-            return self._failed(job, assignment, options, f"`grader grade` exited with status {code} and wrote no "
-                                                          "result", log)
+            return self._failed(job, assignment, options, f"exited with status {code} and wrote no result", log)
         state = task_state(slurm_job, job.index)
         if "TIME LIMIT" in log or state == "TIMEOUT":
             return self._failed(job, assignment, options, "was stopped at its Slurm time limit (timeout)", log)
@@ -137,7 +142,8 @@ class SlurmExecutor:
 
     def _failed(self, job: Job, assignment: Assignment, options: Options, what: str, log: str) -> Result:
         message = f"Slurm array task {job.index} {what}" + (f"\nlog tail:\n{log}" if log else "")
-        return not_graded(assignment, options, "error", message, Submission(str(job.root)))
+        return not_graded(assignment, options, SubmissionStatus.ERROR, message,
+                          Submission(str(job.root), job.commit, job.commit_time, job.dirty))
 
 
 def time_limit_minutes(assignment: Assignment) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from grader.report import html
 from grader.report.render import environment
 from grader.results import Result
+from grader.status import KernelStatus, Outcome, SubmissionStatus
 
 BINS = 10  # score histogram: tenths of the maximum
 
@@ -56,7 +57,7 @@ def write(results: list[Result], assignment: str, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for result in results:
-        if result.status == "graded":
+        if result.status.was_graded:
             path = out_dir / student_file(result)
             html.write(result, path)
             written.append(path)
@@ -73,7 +74,7 @@ def write(results: list[Result], assignment: str, out_dir: Path,
         path.write_text(page_template.render(student=student, assignment=assignment, title=result.title,
                                              entries=entries, latest=result,
                                              report=Path(student_file(result)).name
-                                             if result.status == "graded" else None), encoding="utf-8")
+                                             if result.status.was_graded else None), encoding="utf-8")
         written.append(path)
     summary = summarise(results, assignment)
     template = env.get_template("dashboard.html.j2")
@@ -93,7 +94,7 @@ def page_name(key: str) -> str:
 
 def summarise(results: list[Result], assignment: str) -> dict:
     """Every figure the dashboard shows, computed from the results alone."""
-    graded = [r for r in results if r.status == "graded"]
+    graded = [r for r in results if r.status.was_graded]
     kernels: list[str] = []
     for result in graded:
         kernels += [k.name for k in result.kernels if k.name not in kernels]
@@ -106,16 +107,16 @@ def summarise(results: list[Result], assignment: str) -> dict:
     for name in kernels:
         entries = [k for r in graded for k in r.kernels if k.name == name]
         statuses = collections.Counter(k.status for k in entries)
-        pass_rates.append({"kernel": name, "passed": statuses["passed"], "total": len(entries),
-                           "rate": statuses["passed"] / len(entries) if entries else 0.0,
+        pass_rates.append({"kernel": name, "passed": statuses[KernelStatus.PASSED], "total": len(entries),
+                           "rate": statuses[KernelStatus.PASSED] / len(entries) if entries else 0.0,
                            "statuses": dict(sorted(statuses.items()))})
     failures: collections.Counter = collections.Counter()
     example: dict = {}
     for result in graded:
         for kernel in result.kernels:
-            if kernel.status != "passed":
+            if kernel.status is not KernelStatus.PASSED:
                 # Which cases fail tells bugs apart that one masked message merges ("N of N elements ...").
-                failing = ", ".join(c.name for c in kernel.cases if not c.passed and c.status != "not_run")
+                failing = ", ".join(c.name for c in kernel.cases if not c.passed and c.status.ran)
                 key = (kernel.name, failing, kernel.status, failure_pattern(kernel))
                 failures[key] += 1
                 example.setdefault(key, [])
@@ -129,17 +130,19 @@ def summarise(results: list[Result], assignment: str) -> dict:
             bins[min(BINS - 1, int(fraction * BINS))] += 1
         distributions.append({"kernel": name, "bins": bins})
     late_counts = collections.Counter(math.ceil(r.late.days_late) if r.late else 0
-                                      for r in results if r.status == "graded")
+                                      for r in results if r.status.was_graded)
     late_days = [(days, late_counts.get(days, 0)) for days in range(0, max(late_counts, default=0) + 1)]
     not_submitted = [{"student": r.student or r.submission.path, "message": r.message, "status": r.status}
-                     for r in results if r.status != "graded"]
+                     for r in results if not r.status.was_graded]
     statuses = collections.Counter(r.status for r in results)
-    kernel_statuses = collections.Counter(k.status for r in graded for k in r.kernels)
-    status_counts = [("graded", statuses["graded"]), ("not submitted", statuses["not_submitted"]),
-                     ("grader error", statuses["error"]),
+    # Students by their one-word outcome: the same words, counted the same way, as the batch summary's.
+    outcomes = collections.Counter(r.outcome for r in results)
+    status_counts = [("graded", statuses[SubmissionStatus.GRADED]),
+                     ("not submitted", statuses[SubmissionStatus.NOT_SUBMITTED]),
+                     ("grader error", statuses[SubmissionStatus.ERROR]),
                      ("late", sum(1 for r in results if r.late and r.late.days_late > 0)),
-                     ("compile errors", kernel_statuses["compile_error"]), ("crashed", kernel_statuses["crashed"]),
-                     ("timeouts", kernel_statuses["timeout"])]
+                     ("compile errors", outcomes[Outcome.COMPILE_ERROR]), ("crashed", outcomes[Outcome.CRASHED]),
+                     ("timeouts", outcomes[Outcome.TIMEOUT])]
     rows = [_row(r, kernels) for r in results]
     scores = sorted(r.score for r in graded)
     columns = [Column("student", "student", False), Column("status", "status", False),
@@ -166,12 +169,12 @@ def summarise(results: list[Result], assignment: str) -> dict:
 
 def failure_pattern(kernel) -> str:
     """A failure message with its figures masked, so that one bug in many submissions counts once."""
-    if kernel.status == "compile_error":
+    if kernel.status is KernelStatus.COMPILE_ERROR:
         lines = [line for line in kernel.message.splitlines() if "error" in line]
         text = lines[0] if lines else kernel.message
         text = re.sub(r"^\S*?([^/\s]+:\d+:\d+:)", r"\1", text)  # drop the student's own path
     else:
-        failed = next((c for c in kernel.cases if not c.passed and c.status != "not_run"), None)
+        failed = next((c for c in kernel.cases if not c.passed and c.status.ran), None)
         text = failed.message if failed else kernel.message
     # Keep what the figures say about the bug (every element wrong, or some) before masking them.
     text = re.sub(r"\b([\d,]+) of ([\d,]+) (?=elements?\b)",
@@ -189,7 +192,7 @@ def _row(result: Result, kernels: list[str]) -> dict:
         "penalty": result.late.points_deducted if result.late else 0.0,
         "commit": (result.submission.commit or "")[:10],
         "kernels": {n: scored.get(n) for n in kernels},
-        "link": student_file(result) if result.status == "graded" else None,
+        "link": student_file(result) if result.status.was_graded else None,
         "history": history_file(result.student or result.submission.path),
         "message": result.message,
     }

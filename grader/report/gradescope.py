@@ -16,13 +16,14 @@ from grader.report.hints import case_hints, kernel_hints
 from grader.report.render import environment
 from grader.results import KernelResult, Result
 from grader.spec import PROJECT_ROOT, Assignment
+from grader.status import KernelStatus
+from grader.targets import target_of
 
 PUBLIC, HIDDEN = "visible", "after_due_date"
 MICRO = 1_000_000  # results.json's points are exact to a millionth: per-case points are counted in these
 # What the zip carries of this repository: the grader itself and the one assignment's pack.
 PACKAGE_FILES = ("pyproject.toml", "README.md")
 PACK_FOLDERS = ("assignments", "reference", "student_template")
-HEADER_SUFFIXES = (".h", ".hpp", ".cuh")  # what may be an interface header among a kernel's sources
 
 
 def results_json(result: Result, notes: tuple[str, ...] = ()) -> dict:
@@ -63,9 +64,9 @@ def _kernel_tests(kernel: KernelResult) -> list[dict]:
     tests = []
     for index, case in enumerate(kernel.cases):
         lines = [case.message]
-        if kernel.status == "compile_error" and index == 0:
+        if kernel.status is KernelStatus.COMPILE_ERROR and index == 0:
             lines = ["compile error:", kernel.message]
-        elif kernel.status in ("crashed", "timeout") and case.passed:
+        elif kernel.status.stopped_harness and case.passed:
             lines.append(f"(scores 0: {kernel.message})")
         findings = getattr(kernel, "sanitizer", None) or []
         if findings and index == 0:
@@ -120,7 +121,8 @@ def _summary(result: Result) -> str:
     for kernel in result.kernels:
         public = [c for c in kernel.cases if c.public]
         passed = sum(c.passed for c in public)
-        status = "compile error" if kernel.status == "compile_error" else f"{passed}/{len(public)} public cases passed"
+        status = "compile error" if kernel.status is KernelStatus.COMPILE_ERROR \
+            else f"{passed}/{len(public)} public cases passed"
         lines.append(f"- `{kernel.name}` ({kernel.max_score:g} point{'' if kernel.max_score == 1 else 's'}): {status}")
     if any(not c.public for k in result.kernels for c in k.cases):
         lines += ["", "Hidden cases are graded too; their results appear after the due date."]
@@ -133,7 +135,7 @@ def _leaderboard(result: Result) -> list[dict]:
     board = []
     for kernel in result.kernels:
         timed = [c for c in kernel.cases if c.passed and (c.device_ms or c.wall_ms) is not None]
-        if kernel.status == "passed" and timed:
+        if kernel.status is KernelStatus.PASSED and timed:
             largest = max(timed, key=lambda c: c.elements or 0)
             value = largest.device_ms if largest.device_ms is not None else largest.wall_ms
             board.append({"name": f"{kernel.name} ms ({largest.name})", "value": round(value, 4), "order": "asc"})
@@ -145,9 +147,8 @@ def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None =
     """Write `autograder-<name>.zip` (setup.sh, run_autograder, the grader, the pack) to out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     zip_path = out_dir / f"autograder-{assignment.name}.zip"
-    context = {"assignment": assignment, "sources": sorted({s for k in assignment.kernels for s in k.sources}),
-               "interface_headers": interface_headers(assignment), "has_secret": secret is not None,
-               "sandbox": sandbox}
+    context = {"assignment": assignment, "has_secret": secret is not None, "sandbox": sandbox,
+               "needs_gpu": target_of(assignment).needs_gpu}
     templates = environment(autoescape=False)
     executable = stat.S_IFREG | 0o755
     with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -163,21 +164,6 @@ def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None =
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, path.read_bytes())
     return zip_path
-
-
-def interface_headers(assignment: Assignment) -> list[str]:
-    """The headers among the kernels' sources that the student gets finished: the template's equals the reference's.
-
-    They declare the interface the grader calls, so an upload without them (only the .cpp files) is
-    given the template's; a header the template leaves with TODOs is the student's work, and is not.
-    """
-    sources = sorted({s for k in assignment.kernels for s in k.sources if s.endswith(HEADER_SUFFIXES)})
-    given = []
-    for source in sources:
-        template, reference = assignment.template_dir / source, assignment.reference_dir / source
-        if template.is_file() and reference.is_file() and template.read_bytes() == reference.read_bytes():
-            given.append(source)
-    return given
 
 
 def unpack(zip_path: Path, source_dir: Path) -> None:

@@ -6,6 +6,11 @@ A hint names the pattern and where to look; it never guesses when the figures do
 from __future__ import annotations
 
 from grader.results import CaseResult, KernelResult
+from grader.status import CaseStatus, KernelStatus
+
+# Signals that mean the kernel touched memory it does not own, and those that mean it aborted itself.
+MEMORY_SIGNALS = ("SIGSEGV", "SIGBUS")
+ABORT_SIGNALS = ("SIGABRT",)
 
 
 def case_hints(case: CaseResult) -> list[str]:
@@ -24,24 +29,23 @@ def case_hints(case: CaseResult) -> list[str]:
                 "never to files."]
     if case.limit == "tmp":
         return ["It filled its private /tmp (or /dev/shm): the kernel writes to its output buffers, never to files."]
-    if case.status == "timeout":
+    if case.status.counts_as_timeout:
         return ["The call did not return within the time limit: look for a loop whose bound or step never lets it end."]
-    if case.status == "crashed" and case.while_loading:
+    if case.status.counts_as_crash and case.while_loading:
         return ["It crashed before the kernel was called, while its library was being loaded: look at global "
                 "objects and static initialisers in your files (their constructors run at load time)."]
-    if case.status == "crashed":
-        text = case.message
-        if "SIGSEGV" in text or "SIGBUS" in text:
+    if case.status.counts_as_crash:
+        if case.signal in MEMORY_SIGNALS:
             return ["The kernel touched memory it does not own: an index past the end of a buffer, "
                     "or a write through a null pointer."]
-        if "SIGABRT" in text or "abort" in text:
+        if case.signal in ABORT_SIGNALS:
             return ["The process aborted (an assert, abort() or an uncaught exception), "
                     "possibly while the library was being loaded."]
         return []
-    if case.status != "failed":
+    if case.status is not CaseStatus.FAILED:
         return []
     hints = []
-    if "wrote out of bounds" in case.message:
+    if case.out_of_bounds:
         hints.append("The kernel wrote just outside a buffer: a bound that lets the last block's threads through "
                      "(check i < N in every thread that stores), or a grid rounded up without a guard.")
     elements, wrong = case.elements or 0, case.mismatches or 0
@@ -76,13 +80,13 @@ def case_hints(case: CaseResult) -> list[str]:
 
 def kernel_hints(kernel: KernelResult) -> list[str]:
     """Hints that need every case of a kernel: right only for small sizes, compile errors."""
-    if kernel.status == "compile_error":
+    if kernel.status is KernelStatus.COMPILE_ERROR:
         return ["It did not compile: fix the first error the compiler names (file:line below); "
                 "later errors often follow from it."]
-    if kernel.status == "forbidden":
+    if kernel.status is KernelStatus.FORBIDDEN:
         return [f"This assignment asks you to write this kernel yourself: replace the calls to "
                 f"{', '.join(kernel.forbidden_symbols) or 'the forbidden library'} with your own kernel code."]
-    compared = [c for c in kernel.cases if c.status in ("passed", "failed")]
+    compared = [c for c in kernel.cases if c.status.was_judged]
     passed = [c for c in compared if c.passed]
     failed = [c for c in compared if not c.passed]
     if not passed or not failed:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import CaseResult, KernelResult, Result
+from grader.status import CaseStatus, KernelStatus
 
 
 def render(result: Result) -> str:
@@ -45,13 +46,13 @@ def render_class(results: list[Result]) -> str:
     tests = failures = errors = 0
     for result in results:
         who = result.student or result.submission.path
-        if result.status != "graded":
+        if not result.status.was_graded:
             suite = ET.SubElement(suites, "testsuite", name=f"{result.assignment}.{who}", tests="1", failures="0",
                                   errors="1", skipped="0", time="0.000", timestamp=result.graded_at[:19])
             case = ET.SubElement(suite, "testcase", name="submission", classname=f"{result.assignment}.{who}",
                                  time="0.000")
-            ET.SubElement(case, "error", message=_first_line(result.message) or result.status,
-                          type=result.status).text = result.message
+            ET.SubElement(case, "error", message=_first_line(result.message) or result.status.value,
+                          type=result.status.value).text = result.message
             tests, errors = tests + 1, errors + 1
             continue
         for kernel in result.kernels:
@@ -75,7 +76,7 @@ def _suite(result: Result, kernel: KernelResult) -> ET.Element:
                        timestamp=result.graded_at[:19], hostname=result.environment.host or "localhost")
     properties = ET.SubElement(suite, "properties")
     for name, value in (("score", f"{kernel.score:g}"), ("max_score", f"{kernel.max_score:g}"),
-                        ("status", kernel.status), ("student", result.student or "")):
+                        ("status", kernel.status.value), ("student", result.student or "")):
         ET.SubElement(properties, "property", name=name, value=value)
     counts = {"failures": 0, "errors": 0, "skipped": 0}
     total = 0.0
@@ -85,7 +86,7 @@ def _suite(result: Result, kernel: KernelResult) -> ET.Element:
         if kind:
             counts[kind] += 1
         total += (case.wall_ms or 0.0) / 1000
-    if kernel.status == "compile_error" and not kernel.cases:
+    if kernel.status is KernelStatus.COMPILE_ERROR and not kernel.cases:
         counts["errors"] += 1
     for key, value in counts.items():
         suite.set(key, str(value))
@@ -101,14 +102,15 @@ def _testcase(result: Result, kernel: KernelResult, case: CaseResult) -> tuple[E
     first_failed = next(c for c in kernel.cases if not c.passed)
     hints = case_hints(case) + (kernel_hints(kernel) if case is first_failed else [])
     detail = "\n".join([case.message, *(f"hint: {h}" for h in hints)])
-    if kernel.status == "compile_error":
-        ET.SubElement(element, "error", message="compile error", type="compile_error").text = kernel.message
+    if kernel.status is KernelStatus.COMPILE_ERROR:
+        error = ET.SubElement(element, "error", message="compile error", type=KernelStatus.COMPILE_ERROR.value)
+        error.text = kernel.message
         return element, "errors"
-    if case.status == "not_run":
+    if case.status is CaseStatus.NOT_RUN:
         ET.SubElement(element, "skipped", message=case.message or "not run")
         return element, "skipped"
-    if case.status in ("crashed", "timeout"):
-        ET.SubElement(element, "error", message=_first_line(case.message), type=case.status).text = detail
+    if case.status.stopped_harness:
+        ET.SubElement(element, "error", message=_first_line(case.message), type=case.status.value).text = detail
         return element, "errors"
     ET.SubElement(element, "failure", message=_first_line(case.message), type="mismatch").text = detail
     return element, "failures"

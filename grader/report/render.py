@@ -10,6 +10,7 @@ import jinja2
 
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import CaseResult, KernelResult, Result
+from grader.status import CaseStatus, KernelStatus, SubmissionStatus
 
 
 @functools.cache
@@ -18,6 +19,8 @@ def environment(autoescape: bool) -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
     env.filters.update(num=number, ms=milliseconds, md=markdown_cell, sizes=sizes)
+    # Templates compare statuses with the enums' members, never with spelled-out strings.
+    env.globals.update(KernelStatus=KernelStatus, CaseStatus=CaseStatus, SubmissionStatus=SubmissionStatus)
     return env
 
 

@@ -6,9 +6,11 @@ from rich.console import Console
 from rich.table import Table
 
 from grader.results import KernelResult, Result
+from grader.status import KernelStatus
 
-STATUS_STYLE = {"passed": "green", "failed": "red", "forbidden": "red", "compile_error": "magenta",
-                "crashed": "red bold", "timeout": "yellow", "not_run": "dim"}
+STATUS_STYLE = {KernelStatus.PASSED: "green", KernelStatus.FAILED: "red", KernelStatus.FORBIDDEN: "red",
+                KernelStatus.COMPILE_ERROR: "magenta", KernelStatus.CRASHED: "red bold", KernelStatus.TIMEOUT: "yellow",
+                KernelStatus.NOT_RUN: "dim"}
 
 
 def render(result: Result, console: Console | None = None, verbose: bool = False) -> None:

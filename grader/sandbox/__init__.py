@@ -1,16 +1,26 @@
-"""Where student code runs: one small interface, one class per backend.
+"""Where student code runs: one small interface, one module per backend, registered by name.
 
 The pipeline calls `Sandbox.start`; it never asks which backend it holds. Every backend mounts
-paths at the same place inside as outside, so a plan written by the runner reads the same in both.
+paths at the same place inside as outside, so a plan written by the runner reads the same in all.
+
+    process.py     `process`: a process group with rlimits and the watchdog, no isolation
+    local.py       `local`: bubblewrap where it is installed, else (as root) the unshare fallback
+    bwrap.py       `local` through bubblewrap
+    unshare.py     `local`'s fallback: util-linux unshare, and mountns.py inside it
+    docker.py      `docker`: one container per harness
+    namespaces.py  what bwrap and unshare share: the layout (mounts, tmpfs, SysV bounds), the start, the record
+    host.py        what the backends of this machine's processes share: limits, spawn, the process tree
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
 NOBODY = 65534  # the uid and gid student code runs as, where the backend can switch users
+HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # the grader package (the harness), not the repository
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,9 @@ class Mounts:
     read_only: tuple[Path, ...] = ()
     writable: Path | None = None
     gpu: bool = False
+    # Python packages made importable inside (their folders, read-only), beside the interpreter's own
+    # prefix: which ones is the caller's to say (a harness: its target's `python_packages`).
+    python_packages: tuple[str, ...] = ()
 
 
 # Which limit ended a run, as one word (hints choose by it; messages keep the words and values):
@@ -95,14 +108,15 @@ def size_in_words(count: int) -> str:
     return f"{count} bytes"
 
 
+# Each backend by the name `--sandbox` takes: its module and class, imported when first asked for.
+BACKENDS = {"local": ("grader.sandbox.local", "LocalSandbox"), "docker": ("grader.sandbox.docker", "DockerSandbox"),
+            "process": ("grader.sandbox.process", "ProcessSandbox")}
+SANDBOX_NAMES = tuple(BACKENDS)
+
+
 def sandbox_named(name: str) -> Sandbox:
-    from grader.sandbox.docker import DockerSandbox
-    from grader.sandbox.local import LocalSandbox, ProcessSandbox
-
-    backends = {"local": LocalSandbox, "docker": DockerSandbox, "process": ProcessSandbox}
-    if name not in backends:
-        raise ValueError(f"unknown sandbox {name!r} (have {', '.join(backends)})")
-    return backends[name]()  # type: ignore[return-value]
-
-
-SANDBOX_NAMES = ("local", "docker", "process")
+    """A fresh backend of that name."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown sandbox {name!r} (have {', '.join(BACKENDS)})")
+    module, backend = BACKENDS[name]
+    return getattr(importlib.import_module(module), backend)()

@@ -17,10 +17,10 @@ import threading
 from pathlib import Path
 
 from grader.errors import GraderError
-from grader.sandbox import NOBODY, LimitHit, LimitKind, Limits, Mounts, in_mib, size_in_words
-from grader.sandbox.local import _give_to_nobody, make_readable
+from grader.sandbox import HARNESS_PACKAGE, NOBODY, LimitHit, Limits, Mounts, in_mib, size_in_words
+from grader.sandbox.host import give_to_nobody, make_readable, rlimit_words, watch_for
 from grader.sandbox.streams import CappedLog, drain_chunks
-from grader.sandbox.watchdog import Watch, Watchdog
+from grader.sandbox.watchdog import Watch, WatchedProcess, Watchdog
 
 DEFAULT_IMAGE = "kernel-grader:local"
 CI_SOCKET = "/var/run/kernel-grader-docker.sock"  # where ci/setup/docker.sh starts its daemon
@@ -48,7 +48,7 @@ def docker_client():
                           "(bash ci/setup/docker.sh) or set DOCKER_HOST") from None
 
 
-class DockerProcess:
+class DockerProcess(WatchedProcess):
     def __init__(self, container, threads: list[threading.Thread], limits: Limits, applied: list[str],
                  watch: Watch | None = None, pid: int | None = None) -> None:
         self._container = container
@@ -93,17 +93,7 @@ class DockerProcess:
             time.sleep(0.05)
         return code
 
-    def limit_hit(self) -> str | None:
-        hit = self._limit()
-        return hit.words if hit else None
-
-    def limit_kind(self) -> LimitKind | None:
-        hit = self._limit()
-        return hit.kind if hit else None
-
-    def _limit(self) -> LimitHit | None:
-        if self._watchdog is not None and self._watchdog.hit:
-            return self._watchdog.hit
+    def _bound_hit(self) -> LimitHit | None:
         if self._state.get("OOMKilled"):
             return LimitHit("memory", f"exceeded the memory limit ({size_in_words(self._limits.memory_bytes or 0)})")
         return None
@@ -141,14 +131,13 @@ class DockerSandbox:
         # The image's interpreter runs the same harness (mounted read-only at its own path).
         command = ["python3" if part == sys.executable else part for part in command]
         volumes = {str(p): {"bind": str(p), "mode": "ro"} for p in mounts.read_only}
-        package = Path(__file__).resolve().parent.parent
-        volumes[str(package)] = {"bind": str(package), "mode": "ro"}
+        volumes[str(HARNESS_PACKAGE)] = {"bind": str(HARNESS_PACKAGE), "mode": "ro"}
         if os.geteuid() == 0:
             for path in mounts.read_only:
                 make_readable(path)
         if mounts.writable is not None:
             if os.geteuid() == 0:
-                _give_to_nobody(mounts.writable)
+                give_to_nobody(mounts.writable)
             else:  # the container's nobody must write into a folder the grader's own user owns
                 for root, dirs, _ in os.walk(mounts.writable):
                     os.chmod(root, 0o777)
@@ -213,13 +202,8 @@ class DockerSandbox:
             applied += watch.describe()
             if watch.tmpfs_bytes:
                 applied.append("a full /tmp or /dev/shm stops the run (watchdog)")
-        applied += ["no core dumps", f"open files {limits.open_files}",
-                    f"file size {size_in_words(limits.file_size_bytes)}"]
-        if limits.cpu_seconds:
-            applied.append(f"CPU time {limits.cpu_seconds} s (RLIMIT_CPU)")
-        applied += [f"stdout/stderr capped at {size_in_words(limits.log_bytes)} each",
-                    "container removed at the end (all processes gone)", "clean environment (no secrets)"]
-        return applied
+        return [*applied, *rlimit_words(limits), "container removed at the end (all processes gone)",
+                "clean environment (no secrets)"]
 
     def enforced(self, limits: Limits | None = None, gpu: bool = False) -> list[str]:
         """What the last start applied; else (or with `limits`) what a start would apply."""
@@ -231,11 +215,8 @@ class DockerSandbox:
 
 
 def _watch(limits: Limits, mounts: Mounts, tmpfs: bool) -> Watch | None:
-    if mounts.writable is None and not tmpfs:
-        return None
-    output = {"output": mounts.writable, "output_bytes": limits.output_bytes, "output_files": limits.output_files}
-    return Watch(**(output if mounts.writable is not None else {}), interval_s=limits.watch_interval_s,
-                 **({"tmpfs_bytes": limits.tmp_bytes, "tmpfs_inodes": limits.tmp_inodes} if tmpfs else {}))
+    """The watchdog's bounds, where there is anything the container's cgroup leaves unbounded."""
+    return watch_for(limits, mounts.writable, tmpfs) if mounts.writable is not None or tmpfs else None
 
 
 def _local_pid(container) -> int | None:

@@ -1,11 +1,12 @@
-"""The local sandbox's fallback where bubblewrap is missing (root only): `unshare` + this helper.
+"""Inside the unshare fallback's new namespaces (root only): build the layout that unshare.py wrote as SPEC_JSON.
 
     unshare --mount --net --pid --ipc --uts --fork --kill-child python .../mountns.py SPEC_JSON -- COMMAND...
 
 Runs as root, first in the new namespaces: bounds the new IPC namespace's SysV memory, builds a
-root of tmpfs with the same binds bubblewrap would make (read-only but for the writable ones), a
-fresh /proc, a minimal /dev, every tmpfs bounded in bytes and inodes (they are RAM), brings up the
-loopback interface, chroots into it and execs COMMAND (which drops to nobody with setpriv).
+root of tmpfs with the layout's binds (read-only but for the writable ones), a fresh /proc, a
+minimal /dev, every tmpfs bounded in bytes and inodes (they are RAM), brings up the loopback
+interface, chroots into it and execs COMMAND (which drops to nobody with setpriv). It imports
+nothing of the grader's: it runs as `python -I` on the file.
 """
 
 from __future__ import annotations
@@ -56,9 +57,9 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
 
 
-def _tmpfs(spec: dict, folder: str, mode: str) -> str:
+def _tmpfs(spec: dict, size: int, mode: str) -> str:
     """Mount options of one private tmpfs: its mode and its bounds."""
-    return f"mode={mode},size={spec['tmpfs'][folder]},nr_inodes={spec['inodes']}"
+    return f"mode={mode},size={size},nr_inodes={spec['inodes']}"
 
 
 def main(argv: list[str]) -> int:
@@ -68,24 +69,23 @@ def main(argv: list[str]) -> int:
         with open(f"/proc/sys/kernel/{name}", "w") as setting:
             setting.write(str(value))
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs(spec, "/", "0755"))
-    for link, target in spec["symlinks"]:
+    _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs(spec, *spec["root"]))
+    for link, target in spec["links"]:
         os.symlink(target, NEW_ROOT + link)
     os.makedirs(NEW_ROOT + "/proc", exist_ok=True)
     _mount("proc", NEW_ROOT + "/proc", "proc", MS_NOSUID | MS_NODEV)
     os.makedirs(NEW_ROOT + "/dev", exist_ok=True)
-    _mount("tmpfs", NEW_ROOT + "/dev", "tmpfs", MS_NOSUID, _tmpfs(spec, "/dev", "0755"))
+    _mount("tmpfs", NEW_ROOT + "/dev", "tmpfs", MS_NOSUID, _tmpfs(spec, *spec["dev"]))
     for device in [f"/dev/{d}" for d in DEVICES] + spec["devices"]:
         if os.path.exists(device):
             _bind(device, NEW_ROOT + device, False)
-    for folder in ("/dev/shm", "/tmp", "/run"):
+    for folder, size, mode in spec["tmpfs"]:
         os.makedirs(NEW_ROOT + folder, exist_ok=True)
-        _mount("tmpfs", NEW_ROOT + folder, "tmpfs", MS_NOSUID | MS_NODEV,
-               _tmpfs(spec, folder, "1777" if folder != "/run" else "0755"))
+        _mount("tmpfs", NEW_ROOT + folder, "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs(spec, size, mode))
     # Binds after the tmpfs folders: a bind under /tmp (the run's plan) must sit on top of the private /tmp.
-    for source, read_only in spec["binds"]:
+    for source in spec["read_only"]:
         if os.path.exists(source):
-            _bind(source, NEW_ROOT + source, read_only)
+            _bind(source, NEW_ROOT + source, True)
     for source in spec["writable"]:
         _bind(source, NEW_ROOT + source, False)
     _loopback_up()

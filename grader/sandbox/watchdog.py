@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.sandbox import LimitHit, in_mib, size_in_words
+from grader.sandbox import LimitHit, LimitKind, in_mib, size_in_words
 
 TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new processes (and their open files)
 # The writable folder is walked when its filesystem grew by what the folder has left (a statvfs every
@@ -276,6 +276,30 @@ class Watchdog:
         if most_bytes and used + self._hidden_output > most_bytes:
             return LimitHit("output", f"wrote more than {size_in_words(most_bytes)} into its output folder")
         return None
+
+
+class WatchedProcess:
+    """A started process's word on the limit that ended it: its watchdog's, else its backend's own bound."""
+
+    _watchdog: Watchdog | None = None
+
+    def _bound_hit(self) -> LimitHit | None:
+        """A limit the backend's own bound reports (a cgroup's counters, docker's OOM kill)."""
+        return None
+
+    def limit_hit(self) -> str | None:
+        """Which limit, if any, ended the run (read before `kill`)."""
+        hit = self._limit()
+        return hit.words if hit else None
+
+    def limit_kind(self) -> LimitKind | None:
+        hit = self._limit()
+        return hit.kind if hit else None
+
+    def _limit(self) -> LimitHit | None:
+        if self._watchdog is not None and self._watchdog.hit:
+            return self._watchdog.hit
+        return self._bound_hit()
 
 
 @dataclass(frozen=True)

@@ -1,288 +1,20 @@
-"""Load and validate an assignment pack (`assignments/<name>/assignment.toml`) into typed objects.
-
-The spec is the single source of truth for a kernel: its C signature, which arguments are inputs,
-outputs or scratch (with dtype and shape), its weight, tolerance, cases and limits. Every error
-names the file, the key and what was expected.
-"""
+"""Read `assignments/<name>/assignment.toml` into the model; every error names the file, the key and what was expected."""
 
 from __future__ import annotations
 
-import ast
-import importlib.util
-import math
-import operator
-import os
-import re
+from pathlib import Path
+from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
-from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable, Literal
 
 from grader.errors import SpecError
-
-Target = Literal["cuda", "cpp"]
-Role = Literal["input", "output", "scratch"]
-PartialCredit = Literal["fraction", "all_or_nothing"]
-# What a scratch buffer holds when the kernel is called: zeros (as a program that cudaMemsets its
-# activations leaves it), the NaN poison, or deterministic finite garbage (as a reused allocation).
-# Outputs are always poisoned, so that an element never written is told apart.
-Init = Literal["zeros", "poison", "leftover"]
-INITS: tuple[str, ...] = ("zeros", "poison", "leftover")
-GoldSource = Literal["reference", "numpy"]
-# Libraries a pack may link when the machine has them (their use can still be forbidden).
-LIBRARIES = ("cublas",)
-
-# The C types a host signature may use, and the NumPy dtype each one carries.
-SCALAR_DTYPES = {"int": "int32", "float": "float32", "double": "float64", "long": "int64"}
-
-# Where assignments/, reference/ and student_template/ live: beside the package in a clone (the
-# README's editable install), or wherever $KERNEL_GRADER_HOME points for any other install.
-PROJECT_ROOT = Path(os.environ.get("KERNEL_GRADER_HOME") or Path(__file__).resolve().parent.parent)
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One parameter of a host function, as its C signature spells it."""
-
-    name: str
-    ctype: str  # base type without const or '*': "float", "int", ...
-    pointer: bool
-    const: bool
-
-    @property
-    def dtype(self) -> str:
-        return SCALAR_DTYPES[self.ctype]
-
-    @property
-    def declaration(self) -> str:
-        return f"{'const ' if self.const else ''}{self.ctype}{'*' if self.pointer else ''} {self.name}"
-
-
-@dataclass(frozen=True)
-class Signature:
-    function: str
-    parameters: tuple[Parameter, ...]
-
-    @property
-    def text(self) -> str:
-        return f"void {self.function}({', '.join(p.declaration for p in self.parameters)})"
-
-
-@dataclass(frozen=True)
-class Buffer:
-    """A pointer argument: what the harness allocates, fills or poisons, and what gets graded."""
-
-    name: str
-    role: Role
-    dtype: str
-    shape: tuple[str, ...]  # expressions over the case's parameters
-    allocate: str | None = None  # element count when larger than the shape (scratch reuse)
-    nullable: bool = False
-    mutable: bool = False  # an input the kernel may overwrite as scratch
-    init: Init = "poison"  # scratch only: what it holds when the kernel is called (outputs: always poison)
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    atol: float
-    rtol: float
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    public: bool
-    params: dict[str, Any]  # integers for scalar arguments and shapes, plus generator knobs
-    null: tuple[str, ...] = ()  # nullable buffers passed as NULL in this case
-    tolerance: Tolerance | None = None  # overrides the kernel's for an ill-conditioned case
-
-
-@dataclass(frozen=True)
-class Kernel:
-    name: str
-    weight: float
-    header: str
-    sources: tuple[str, ...]
-    signature: Signature
-    buffers: tuple[Buffer, ...]
-    tolerance: Tolerance
-    cases: tuple[Case, ...]
-    time_limit_s: float
-    partial_credit: PartialCredit
-    forbidden_symbols: tuple[str, ...]
-    forbidden_penalty: float
-    # compute-sanitizer tools run on one small case ("memcheck", "racecheck"), and the share of the
-    # weight a finding costs (1.0: the kernel fails).
-    sanitizer: tuple[str, ...] = ()
-    sanitizer_penalty: float = 0.0
-    # Wall time for all of this kernel's cases together, harness starts included: a looping kernel
-    # costs its own budget, not the per-call limit once per case.
-    time_budget_s: float | None = None
-
-    def buffer(self, name: str) -> Buffer:
-        return next(b for b in self.buffers if b.name == name)
-
-    def buffers_with(self, role: Role) -> tuple[Buffer, ...]:
-        return tuple(b for b in self.buffers if b.role == role)
-
-    def tolerance_for(self, case: Case) -> Tolerance:
-        return case.tolerance or self.tolerance
-
-    @property
-    def budget_s(self) -> float:
-        """The kernel's whole budget: the spec's, else twice the per-call limit."""
-        return self.time_budget_s or 2 * self.time_limit_s
-
-
-@dataclass(frozen=True)
-class LatePolicy:
-    """What a late submission costs: whole late days past the grace days, each a fraction of max_score."""
-
-    grace_days: float = 0.0
-    penalty_per_day: float = 0.0  # fraction of max_score per late day past the grace days
-    cap: float = 1.0  # the most the policy takes, as a fraction of max_score
-    max_late_days: float | None = None  # commits later than this are not accepted; None: until the cap is reached
-
-    @property
-    def accepted_days(self) -> float:
-        """How long after the deadline a commit still counts."""
-        if self.max_late_days is not None:
-            return self.max_late_days
-        if self.penalty_per_day <= 0:
-            return self.grace_days
-        return self.grace_days + math.ceil(self.cap / self.penalty_per_day - 1e-9)
-
-
-@dataclass(frozen=True)
-class Assignment:
-    name: str
-    title: str
-    version: str
-    target: Target
-    root: Path  # the pack folder
-    provided: tuple[str, ...]
-    public_seed: int
-    compile_flags: tuple[str, ...]
-    kernels: tuple[Kernel, ...]
-    late: LatePolicy | None = None  # [assignment.late]; None: nothing is accepted after the deadline
-    # The sandbox's limits for this pack (None: the grader's defaults, see grader.sandbox.Limits).
-    memory_limit_mb: int | None = None
-    process_limit: int | None = None
-    device_memory_limit_mb: int | None = None  # device memory a call may keep after returning (None: 8 GiB)
-    submission_time_limit_s: float | None = None  # the whole run stage; None: the sum of the kernels' budgets
-    # Folders of the submission that every kernel's build sees whole (the course compiles kernels/
-    # as one program, so kernel files include each other); `sources` are the files that must exist.
-    source_dirs: tuple[str, ...] = ()
-    libraries: tuple[str, ...] = ()  # linked where installed (e.g. cuBLAS); forbidden_symbols still apply
-    gold: GoldSource = "reference"  # what gold comes from: the reference run the same way, or numpy_reference.py
-
-    @property
-    def spec_file(self) -> Path:
-        return self.root / "assignment.toml"
-
-    @property
-    def reference_dir(self) -> Path:
-        return self.root.parent.parent / "reference" / self.name
-
-    @property
-    def template_dir(self) -> Path:
-        return self.root.parent.parent / "student_template" / self.name
-
-    @property
-    def max_score(self) -> float:
-        return sum(k.weight for k in self.kernels)
-
-    def kernel(self, name: str) -> Kernel:
-        for k in self.kernels:
-            if k.name == name:
-                return k
-        raise SpecError(f"{self.spec_file}: no kernel named {name!r} (have {', '.join(k.name for k in self.kernels)})")
-
-    def make_inputs(self) -> Callable[..., dict]:
-        return _load_function(self.root / "inputs.py", "make_inputs")
-
-    def numpy_reference(self) -> ModuleType:
-        return _load_module(self.root / "numpy_reference.py")
-
-
-# ---------------------------------------------------------------- shape expressions
-
-_OPERATORS: dict[type, Callable[..., Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv,
-    ast.Div: operator.floordiv,  # sizes are integers: C / NH means the head size
-}
-_FUNCTIONS: dict[str, Callable[..., int]] = {"max": max, "min": min}
-
-
-def evaluate(expression: str, params: dict[str, Any]) -> int:
-    """Evaluate a shape expression such as `B * T * max(3 * C, NH * T)` over a case's parameters."""
-
-    def walk(node: ast.AST) -> int:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in params:
-                raise KeyError(node.id)
-            return int(params[node.id])
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-            return _OPERATORS[type(node.op)](walk(node.left), walk(node.right))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
-            return _FUNCTIONS[node.func.id](*(walk(a) for a in node.args))
-        raise ValueError(f"unsupported element {ast.dump(node)[:40]}")
-
-    return walk(ast.parse(expression, mode="eval"))
-
-
-def shape_of(buffer: Buffer, params: dict[str, Any]) -> tuple[int, ...]:
-    return tuple(evaluate(e, params) for e in buffer.shape)
-
-
-def allocation_of(buffer: Buffer, params: dict[str, Any]) -> int:
-    """Elements to allocate: the shape's size, or the spec's larger `allocate` expression."""
-    size = math.prod(shape_of(buffer, params))
-    return max(size, evaluate(buffer.allocate, params)) if buffer.allocate else size
-
-
-# ---------------------------------------------------------------- signatures
-
-_SIGNATURE = re.compile(r"^\s*void\s+([A-Za-z_]\w*)\s*\((.*)\)\s*;?\s*$", re.S)
-
-
-def parse_signature(text: str, where: str) -> Signature:
-    """Parse `void name(const float* a, int n)`; only the flat types kernels need are accepted."""
-    match = _SIGNATURE.match(text)
-    if not match:
-        raise SpecError(f"{where}: expected a signature like 'void name(float* out, int N)', found {text!r}")
-    parameters = []
-    for raw in (p.strip() for p in match.group(2).split(",") if p.strip()):
-        normalised = re.sub(r"\s+", " ", raw.replace("*", " * ")).strip()
-        tokens = normalised.split()
-        const = tokens[0] == "const"
-        if const:
-            tokens = tokens[1:]
-        pointer = "*" in tokens
-        tokens = [t for t in tokens if t != "*"]
-        if len(tokens) != 2 or tokens[0] not in SCALAR_DTYPES or not tokens[1].isidentifier():
-            raise SpecError(
-                f"{where}: parameter {raw!r} must be one of {', '.join(SCALAR_DTYPES)} or a pointer to one, with a name"
-            )
-        parameters.append(Parameter(name=tokens[1], ctype=tokens[0], pointer=pointer, const=const))
-    names = [p.name for p in parameters]
-    if len(set(names)) != len(names):
-        raise SpecError(f"{where}: parameter names repeat in {text!r}")
-    return Signature(function=match.group(1), parameters=tuple(parameters))
-
-
-# ---------------------------------------------------------------- loading
+from grader.spec.model import (INITS, LIBRARIES, Assignment, Buffer, Case, Kernel, LatePolicy, Tolerance)
+from grader.spec.packs import find_pack
+from grader.spec.shapes import evaluate
+from grader.spec.signature import parse_signature
+from grader.targets import TARGET_NAMES
 
 class _Reader:
     """Reads typed keys from one TOML table, naming file and key in every error."""
@@ -316,21 +48,6 @@ class _Reader:
             raise SpecError(f"{self.where}: key '{key}' must be a list of strings, found {value!r}")
         return tuple(value)
 
-
-def find_pack(name: str, packs_dir: Path | None = None) -> Path:
-    packs = packs_dir or PROJECT_ROOT / "assignments"
-    pack = packs / name
-    if not (pack / "assignment.toml").is_file():
-        known = sorted(p.name for p in packs.iterdir() if (p / "assignment.toml").is_file()) if packs.is_dir() else []
-        raise SpecError(f"no assignment named {name!r} in {packs} (known: {', '.join(known) or 'none'})")
-    return pack
-
-
-def list_assignments(packs_dir: Path | None = None) -> list[Assignment]:
-    packs = packs_dir or PROJECT_ROOT / "assignments"
-    if not packs.is_dir():
-        raise SpecError(f"no assignments folder at {packs}: set KERNEL_GRADER_HOME to the grader's repository")
-    return [load_assignment(p.name, packs) for p in sorted(packs.iterdir()) if (p / "assignment.toml").is_file()]
 
 
 def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> Assignment:
@@ -369,7 +86,7 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         name=top.get("name", str),
         title=top.get("title", str, top.get("name", str)),
         version=str(top.get("version", (str, int))),
-        target=top.choice("target", ("cuda", "cpp")),  # type: ignore[arg-type]
+        target=top.choice("target", TARGET_NAMES),
         root=pack.resolve(),
         provided=top.strings("provided", ()),
         public_seed=top.get("public_seed", int),
@@ -538,23 +255,3 @@ def _check_case(case: Case, scalars: list[str], buffers: list[Buffer], where: st
                 raise SpecError(f"{where}: shape expression {expression!r} of '{buffer.name}' is invalid: {error}") from None
             if size <= 0:
                 raise SpecError(f"{where}: shape of '{buffer.name}' evaluates to {size}; sizes must be positive")
-
-
-def _load_module(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"kernel_grader_pack_{path.parent.name}_{path.stem}".replace("-", "_"), path)
-    if spec is None or spec.loader is None:
-        raise SpecError(f"{path}: cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:  # a broken pack module: name the file and what it raised
-        raise SpecError(f"{path}: importing it raised {type(error).__name__}: {error}") from error
-    return module
-
-
-def _load_function(path: Path, name: str) -> Callable[..., Any]:
-    module = _load_module(path)
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise SpecError(f"{path}: expected a function named '{name}'")
-    return function

@@ -1,14 +1,14 @@
-"""Fetch: turn what the user named into a checkout on disk, and record what was graded.
+"""Fetch: clone or update each student's repository into the clone cache and check out the commit
+its deadline, the roster or a push log chooses; for a class, in parallel, each repository under a
+time limit, handing each fetched submission on the moment it is ready so grading starts with the first.
 
-A local folder (a student's own checkout, or a plain folder) is graded as it is; a folder that is
-a git work tree records its commit, the commit's time and whether it had local changes. In a
-batch, each student's repository (URL or path) is cloned or fetched into a cache folder and
-checked out at the commit its deadline, the roster or a push log chooses.
+A repository that cannot be graded (unreachable, empty, too late, past its time limit) is saved
+as not submitted (or an error) right away; the rest of the class goes on.
 """
 
 from __future__ import annotations
 
-import csv
+import dataclasses
 import datetime
 import hashlib
 import os
@@ -18,45 +18,21 @@ import signal
 import subprocess
 import threading
 import time
-import zoneinfo
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.errors import SubmissionError
-from grader.timestamps import parse_timestamp
+from grader.batch.deadlines import Deadlines, Pin
+from grader.batch.roster import Entry
+from grader.checkout import Checkout
+from grader.dispatch import Job, OnResult
+from grader.errors import GraderError, SubmissionError
+from grader.pipeline import Options, not_graded
+from grader.results import Submission
+from grader.spec import Assignment
+from grader.status import SubmissionStatus
 
-
-@dataclass(frozen=True)
-class Checkout:
-    root: Path
-    commit: str | None = None
-    commit_time: str | None = None  # ISO 8601 with the author's UTC offset
-    dirty: bool | None = None
-
-
-def checkout_folder(path: Path) -> Checkout:
-    """A local folder as a submission; its git commit is recorded when it is a git work tree."""
-    root = path.expanduser().resolve()
-    if not root.exists():
-        raise SubmissionError(f"submission {path}: no such folder")
-    if not root.is_dir():
-        raise SubmissionError(f"submission {path}: is a file; expected the repository's folder")
-    import git  # GitPython; imported here so that plain folders never need git at all
-
-    try:
-        repo = git.Repo(root)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return Checkout(root)
-    try:
-        head = repo.head.commit
-    except ValueError:  # a repository with no commits yet
-        return Checkout(root, dirty=True)
-    return Checkout(root, head.hexsha, head.committed_datetime.isoformat(), repo.is_dirty(untracked_files=True))
-
-
-# ---------------------------------------------------------------- batches: deadlines, clones, pins
-
-DAY = datetime.timedelta(days=1)
 # Never wait for a password, and give up on a transfer that stalls: one dead server must not hold
 # up the class. The low-speed abort covers http(s); the hard limit per repository (FETCH_TIMEOUT_S,
 # `--fetch-timeout`) covers every protocol, git:// and a silent ssh server included.
@@ -83,74 +59,6 @@ class GitFailed(Exception):
         self.stderr = stderr
 
 
-def parse_deadline(text: str) -> datetime.datetime:
-    """A time-zone aware deadline: '2026-12-05 23:59 America/Chicago', '... UTC' or ISO 8601 with an offset."""
-    text = text.strip()
-    zone: datetime.tzinfo | None = None
-    moment = text
-    head, _, last = text.rpartition(" ")
-    if head and any(ch.isalpha() for ch in last) and _looks_like_a_time(head):
-        try:
-            zone = datetime.timezone.utc if last.upper() in ("UTC", "Z") else zoneinfo.ZoneInfo(last)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise SubmissionError(f"deadline {text!r}: unknown time zone {last!r}; use an IANA name such as "
-                                  "'America/Chicago', 'UTC', or an offset such as '-06:00'") from None
-        moment = head
-    try:
-        parsed = parse_timestamp(moment.replace(" +", "+").replace(" -", "-"))
-    except ValueError:
-        raise SubmissionError(f"deadline {text!r}: expected 'YYYY-MM-DD HH:MM ZONE', e.g. "
-                              "'2026-12-05 23:59 America/Chicago'") from None
-    if zone is not None:
-        if parsed.tzinfo is not None:
-            raise SubmissionError(f"deadline {text!r}: gives both an offset and a time zone; give one")
-        parsed = parsed.replace(tzinfo=zone)
-    if parsed.tzinfo is None:
-        raise SubmissionError(f"deadline {text!r}: no time zone; add one, e.g. '{text} America/Chicago' or "
-                              f"'{text} UTC', so that nobody's deadline moves with the grading machine's clock")
-    return parsed
-
-
-def _looks_like_a_time(text: str) -> bool:
-    try:
-        parse_timestamp(text)
-    except ValueError:
-        return False
-    return True
-
-
-@dataclass(frozen=True)
-class Push:
-    """One line of a push log: when the server received a commit (times the student cannot set)."""
-
-    commit: str
-    pushed_at: datetime.datetime
-
-
-def read_push_log(path: Path) -> dict[str, list[Push]]:
-    """A CSV with a header `student,commit,pushed_at` (ISO 8601 with an offset), as a git server's hook writes it."""
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise SubmissionError(f"push log {path}: cannot be read ({error.strerror})") from None
-    rows = csv.DictReader(text.splitlines())
-    needed = {"student", "commit", "pushed_at"}
-    if not rows.fieldnames or not needed <= {f.strip() for f in rows.fieldnames}:
-        raise SubmissionError(f"push log {path}: line 1 must be the header 'student,commit,pushed_at', found "
-                              f"{','.join(rows.fieldnames or [])!r}")
-    pushes: dict[str, list[Push]] = {}
-    for number, row in enumerate(rows, start=2):
-        row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
-        try:
-            moment = parse_timestamp(row["pushed_at"])
-        except ValueError:
-            raise SubmissionError(f"push log {path} line {number}: pushed_at {row['pushed_at']!r} is not ISO 8601") from None
-        if moment.tzinfo is None:
-            raise SubmissionError(f"push log {path} line {number}: pushed_at {row['pushed_at']!r} has no UTC offset")
-        pushes.setdefault(row["student"], []).append(Push(row["commit"], moment))
-    return pushes
-
-
 @dataclass(frozen=True)
 class Fetched:
     """A submission fetched and pinned: its work tree at the graded commit, and when it counts as submitted."""
@@ -161,22 +69,18 @@ class Fetched:
     submitted_at: datetime.datetime | None  # what lateness is measured from (commit, push or roster time)
     pinned_by: str  # "deadline", "roster commit", "push log", "latest commit", "plain folder"
 
+    @property
+    def checkout(self) -> Checkout:
+        # Checked out with --force and cleaned: a pinned commit's work tree has no local changes.
+        return Checkout(self.root, self.commit, self.commit_time.isoformat() if self.commit_time else None,
+                        dirty=False if self.commit else None)
+
 
 @dataclass(frozen=True)
 class NotSubmitted:
     """Nothing to grade: the repository is unreachable or empty, or has no commit in time."""
 
     reason: str
-
-
-@dataclass(frozen=True)
-class Pin:
-    """How to choose the graded commit of one student."""
-
-    cutoff: datetime.datetime | None  # the last moment a commit counts (deadline + extension + accepted late days)
-    commit: str | None = None  # the roster names one
-    submitted_at: datetime.datetime | None = None  # the roster says when it was submitted
-    pushes: list[Push] | None = None  # --pin push-log: this student's pushes
 
 
 def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
@@ -326,3 +230,73 @@ def _slug(text: str) -> str:
 
 def _when(moment: datetime.datetime | None) -> str:
     return moment.isoformat() if moment else "now"
+
+
+class FetchStream:
+    """Iterate to get each fetched student's Job as soon as its fetch finishes (in finishing order)."""
+
+    def __init__(self, entries: list[Entry], assignment: Assignment, options: Options, deadlines: Deadlines,
+                 repos_dir: Path, *, jobs: int = 8, timeout_s: float = FETCH_TIMEOUT_S,
+                 save: OnResult | None = None) -> None:
+        self.entries = entries
+        self.assignment = assignment
+        self.options = options
+        self.deadlines = deadlines
+        self.repos_dir = repos_dir
+        self.jobs = max(1, jobs)
+        self.timeout_s = timeout_s
+        self.save = save  # for the ungradable; called from the iterating thread
+        self.position: dict[str, int] = {e.student: i for i, e in enumerate(entries)}
+        self._in_flight: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def waiting(self) -> tuple[str, str, float] | None:
+        """(student, repository, seconds) of the fetch that has run longest, if any is running."""
+        with self._lock:
+            if not self._in_flight:
+                return None
+            student, (repository, started) = min(self._in_flight.items(), key=lambda item: item[1][1])
+        return student, repository, time.monotonic() - started
+
+    def __iter__(self) -> Iterator[Job]:
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="kg-fetch")
+        try:
+            futures = [pool.submit(self._fetch, e) for e in self.entries]
+            index = 0
+            for future in as_completed(futures):
+                entry, fetched = future.result()
+                deadline = self.deadlines.deadline_of(entry)
+                if isinstance(fetched, Fetched):
+                    # The pinned commit travels with the job: nobody asks git for it again.
+                    checkout = fetched.checkout
+                    yield Job(index, entry.student, checkout.root, deadline, fetched.submitted_at, fetched.pinned_by,
+                              checkout.commit, checkout.commit_time, checkout.dirty)
+                    index += 1
+                    continue
+                status, message = (SubmissionStatus.NOT_SUBMITTED, fetched.reason) \
+                    if isinstance(fetched, NotSubmitted) else (SubmissionStatus.ERROR, fetched)
+                job = Job(-1, entry.student, Path(entry.repository), deadline)
+                if self.save is not None:
+                    self.save(job, not_graded(self.assignment, self.options, status, message,
+                                              Submission(entry.repository)))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def in_roster_order(self) -> list[Job]:
+        """Every fetched Job, in roster order, indexed from 0 (for executors that need the whole list)."""
+        jobs = sorted(self, key=lambda job: self.position[job.student])
+        return [dataclasses.replace(job, index=i) for i, job in enumerate(jobs)]
+
+    def _fetch(self, entry: Entry) -> tuple[Entry, Fetched | NotSubmitted | str]:
+        with self._lock:
+            self._in_flight[entry.student] = (entry.repository, time.monotonic())
+        try:
+            return entry, fetch_submission(entry.student, entry.repository, self.repos_dir, self.deadlines.pin(entry),
+                                           self.timeout_s)
+        except GraderError as error:
+            return entry, str(error)
+        except Exception as error:  # one repository's trouble never stops the class
+            return entry, f"fetching {entry.repository} failed: {type(error).__name__}: {error}"
+        finally:
+            with self._lock:
+                self._in_flight.pop(entry.student, None)

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.errors import StoreError
-from grader.repos import PARTIAL
+from grader.batch.fetch import PARTIAL
+
+
+CACHE_LOCK = ".grader-batch.lock"
 
 
 class BatchLocked(StoreError):
@@ -107,6 +110,11 @@ class BatchLock:
 def lock_path(store: Path) -> Path:
     """The lock file beside a store: grades.sqlite -> grades.sqlite.lock."""
     return store.with_name(store.name + ".lock")
+
+
+def cache_lock_path(repos_dir: Path) -> Path:
+    """The lock file in a clone cache: one batch at a time checks out there."""
+    return repos_dir / CACHE_LOCK
 
 
 def read_holder(path: Path) -> Holder | None:

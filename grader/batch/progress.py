@@ -1,4 +1,5 @@
-"""A batch's progress as it happens: counts per outcome, an honest ETA, the repository it waits on.
+"""A batch's progress as it happens: counts per outcome, an honest ETA, the repository it waits on,
+and the summary at the end. Display only: the results it is shown are already scored and saved.
 
 On a terminal a rich progress bar; anywhere else (a log file, a pipe) plain lines that are never
 cut: one per result, and a progress line every few results and whenever a fetch is stuck.
@@ -6,10 +7,10 @@ cut: one per result, and a progress line every few results and whenever a fetch 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 from rich.console import Console
@@ -17,25 +18,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.table import Table
 from rich.text import Text
 
+from grader.batch.summary import OUTCOMES, ClassSummary, outcome
+from grader.dispatch import Job
 from grader.results import Result
-from grader.scoring import apply_late_policy
-from grader.spec import Assignment
 
-OUTCOMES = ("passed", "failed", "compile_error", "crashed", "not_submitted", "error")
 STUCK_S = 10.0  # a fetch running this long is named on the progress line
 PLAIN_EVERY_S = 15.0  # plain layout: a progress line at least this often while something is stuck
-
-
-def outcome(result: Result) -> str:
-    """One word per submission for counts: passed, failed, compile_error, crashed, not_submitted, error."""
-    if result.status != "graded":
-        return result.status
-    statuses = {k.status for k in result.kernels}
-    if statuses & {"crashed", "timeout"}:
-        return "crashed"
-    if "compile_error" in statuses:
-        return "compile_error"
-    return "passed" if statuses <= {"passed"} else "failed"
 
 
 # What the fetcher is waiting on: (student, repository, seconds so far) of the longest fetch in flight.
@@ -65,7 +53,6 @@ class Tally:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.counts = {o: 0 for o in OUTCOMES}
-        self.rejected = 0  # roster rows that could not be read
         self.total: int | None = None
         self.done = 0
         self.graded_at: list[float] = []  # monotonic times of graded results
@@ -148,58 +135,46 @@ class Tally:
 
     # ------------------------------------------------------------------ results
 
-    def saver(self, store, assignment: Assignment, run: int | None = None):
-        """The callback that applies the late policy, stores a result (in `run`) and counts it; thread-safe."""
+    def record(self, job: Job, result: Result) -> None:
+        """Count a saved result and show its line; thread-safe."""
+        kind = outcome(result)
+        late = f", {result.late.days_late:g} day(s) late, -{result.late.points_deducted:g}" \
+            if result.late and result.late.days_late else ""
+        line = (f"{job.student}: {kind} {result.score:.4g}/{result.max_score:g}{late}"
+                f" ({(result.submission.commit or '')[:10] or job.pinned_by or '-'})")
+        if not result.status.was_graded:
+            line += f": {result.message.splitlines()[0] if result.message else ''}"
+        with self._lock:
+            self.counts[kind] += 1
+            self.done += 1
+            if result.status.was_graded:
+                self.graded_at.append(time.monotonic())
+            if self._progress is not None:
+                self._progress.console.print(line, highlight=False, markup=False)
+                self._progress.update(self._task, advance=1,
+                                      counts=" ".join(f"{k} {v}" for k, v in self.counts.items() if v))
+            else:
+                self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+                if self.total is not None and (self.done % self._plain_every == 0 or self.done == self.total):
+                    self.console.print(self.status_line(), highlight=False, markup=False, soft_wrap=True)
 
-        def save(job, result: Result) -> None:
-            result = apply_late_policy(dataclasses.replace(result, student=job.student), assignment.late,
-                                       job.deadline, job.submitted_at)
-            store.save(result, run)
-            kind = outcome(result)
-            late = f", {result.late.days_late:g} day(s) late, -{result.late.points_deducted:g}" \
-                if result.late and result.late.days_late else ""
-            line = (f"{job.student}: {kind} {result.score:.4g}/{result.max_score:g}{late}"
-                    f" ({(result.submission.commit or '')[:10] or job.pinned_by or '-'})")
-            if result.status != "graded":
-                line += f": {result.message.splitlines()[0] if result.message else ''}"
-            with self._lock:
-                self.counts[kind] += 1
-                self.done += 1
-                if result.status == "graded":
-                    self.graded_at.append(time.monotonic())
-                if self._progress is not None:
-                    self._progress.console.print(line, highlight=False, markup=False)
-                    self._progress.update(self._task, advance=1,
-                                          counts=" ".join(f"{k} {v}" for k, v in self.counts.items() if v))
-                else:
-                    self.console.print(line, highlight=False, markup=False, soft_wrap=True)
-                    if self.total is not None and (self.done % self._plain_every == 0 or self.done == self.total):
-                        self.console.print(self.status_line(), highlight=False, markup=False, soft_wrap=True)
-        return save
-
-    def summary(self, store, assignment: Assignment) -> None:
-        results = store.latest(assignment.name)
-        self.console.print(f"{assignment.name}: {len(results)} student(s) in {store.path}", highlight=False,
+    def show_summary(self, summary: ClassSummary, store: Path) -> None:
+        """The end-of-batch table: students per outcome, rejected roster rows, the mean, the slowest."""
+        self.console.print(f"{summary.assignment}: {summary.students} student(s) in {store}", highlight=False,
                            soft_wrap=True)
         table = Table()
         table.add_column("outcome", no_wrap=True)
         table.add_column("students", justify="right")
-        counts = {o: 0 for o in OUTCOMES}
-        for result in results:
-            counts[outcome(result)] += 1
-        for name, count in counts.items():
-            table.add_row(name, str(count))
-        if self.rejected:
-            table.add_row("roster rows rejected", str(self.rejected))
-        graded = [r for r in results if r.status == "graded"]
-        if graded:
-            mean = sum(r.score for r in graded) / len(graded)
-            table.add_row("mean score (graded)", f"{mean:.2f}/{assignment.max_score:g}", end_section=True)
+        for name, count in summary.counts.items():
+            table.add_row(str(name), str(count))
+        if summary.rejected:
+            table.add_row("roster rows rejected", str(summary.rejected))
+        if summary.mean_score is not None:
+            table.add_row("mean score (graded)", f"{summary.mean_score:.2f}/{summary.max_score:g}", end_section=True)
         self.console.print(table)
-        slowest = sorted(graded, key=lambda r: r.stages.get("total", 0.0), reverse=True)[:5]
-        if slowest:
-            self.console.print("slowest: " + ", ".join(f"{r.student} {r.stages.get('total', 0.0):.1f} s" for r in slowest),
-                               soft_wrap=True)
+        if summary.slowest:
+            self.console.print("slowest: " + ", ".join(f"{student} {seconds:.1f} s"
+                                                       for student, seconds in summary.slowest), soft_wrap=True)
 
 
 class _EtaColumn(ProgressColumn):

@@ -1,0 +1,200 @@
+"""Grading a class: a roster into the results store, one batch run at a time.
+
+The batch holds the store and the clone cache (one batch each), plans the run or resumes the
+unfinished one, fetches every repository in parallel, hands each fetched submission to the
+executor, takes the late penalty from each result and saves it the moment it is ready, and ends
+with the class's summary. A run stopped at any point (kill -9 included) is resumed by the same
+command run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from grader.batch.deadlines import Deadlines, Push
+from grader.batch.fetch import FETCH_TIMEOUT_S, FetchStream
+from grader.batch.late import apply_late_policy
+from grader.batch.lock import BatchLock, cache_lock_path, clean_clone_cache, lock_path
+from grader.batch.progress import Tally
+from grader.batch.roster import Entry, read_roster
+from grader.batch.summary import summarise
+from grader.dispatch import Executor, Job, OnResult
+from grader.dispatch.slurm import SlurmExecutor
+from grader.errors import StoreError
+from grader.pipeline import Options
+from grader.results import Result
+from grader.spec import Assignment
+from grader.store import Store, plan_run
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Whom of the roster a batch grades: by default everyone the store has no result for (a resume)."""
+
+    regrade: bool = False  # everyone again
+    only: frozenset[str] = frozenset()  # these students (again)
+    failed: bool = False  # those whose last result crashed, timed out, did not run or errored
+    new_run: bool = False  # a new run even where the same selection left one unfinished
+
+
+@dataclass(frozen=True)
+class Fetching:
+    """Where and how the class's repositories are cloned."""
+
+    repos_dir: Path  # the clone cache
+    jobs: int = 8  # repositories cloned or fetched at once
+    timeout_s: float = FETCH_TIMEOUT_S  # the most one repository's clone or fetch may take
+
+
+@dataclass(frozen=True)
+class ClassBatch:
+    """One `grader batch`: a roster, graded as `assignment` says (its late policy included) into a store."""
+
+    roster: Path
+    assignment: Assignment
+    options: Options
+    store: Path
+    executor: Executor
+    fetching: Fetching
+    deadline: datetime.datetime | None = None
+    pushes: dict[str, list[Push]] | None = None  # --pin push-log: pin by push time
+    selection: Selection = field(default_factory=Selection)
+    command: str = "grader batch"  # the command line, recorded with the run: how to resume it
+    json_out: Path | None = None  # every student's latest result, as a JSON list
+
+    @property
+    def deadlines(self) -> Deadlines:
+        return Deadlines(self.deadline, self.assignment.late, self.pushes)
+
+
+def grade_class(batch: ClassBatch, console: Console) -> int:
+    """Grade the class and print its summary; returns how many submissions are still out on the executor."""
+    entries, problems = read_roster(batch.roster)
+    # Only now, past every mistake in the arguments, the spec and the roster: a warning, not an error.
+    if batch.options.secret is None:
+        console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): "
+                      "hidden cases use the public seed, so their outputs are predictable", soft_wrap=True)
+    for problem in problems:
+        console.print(f"[yellow]roster {batch.roster} {problem}[/]; going on with the other rows", highlight=False,
+                      soft_wrap=True)
+    repos_dir = batch.fetching.repos_dir
+    with BatchLock(lock_path(batch.store), f"store {batch.store}") as store_lock, \
+            BatchLock(cache_lock_path(repos_dir), f"clone cache {repos_dir}"):
+        if store_lock.taken_over:
+            console.print(f"taking over the lock of a batch that is gone ({store_lock.taken_over.describe()})",
+                          highlight=False, soft_wrap=True)
+        cleaned = clean_clone_cache(repos_dir)
+        if cleaned.partial_folders or cleaned.index_locks:
+            console.print(f"cleaned what killed batches left in {repos_dir}: {len(cleaned.partial_folders)} "
+                          f"half-finished clone(s), {len(cleaned.index_locks)} stale .git/index.lock file(s)",
+                          highlight=False, soft_wrap=True)
+        store = Store(batch.store)
+        try:
+            return _grade_run(batch, entries, len(problems), store, console)
+        finally:
+            store.close()
+
+
+def _grade_run(batch: ClassBatch, entries: list[Entry], rejected: int, store: Store, console: Console) -> int:
+    """Plan (or resume) the run, fetch and grade it, and print the summary."""
+    assignment, selection = batch.assignment, batch.selection
+    roster = [e.student for e in entries]
+    if selection.only:
+        unknown = sorted(selection.only - set(roster))
+        if unknown:
+            console.print(f"[yellow]--only: not on the roster: {', '.join(unknown)}[/]", soft_wrap=True)
+    plan = plan_run(store, assignment.name, roster, regrade=selection.regrade, only=set(selection.only) or None,
+                    failed=selection.failed, fresh=selection.new_run, command=batch.command)
+    for line in plan.notes:
+        console.print(line, highlight=False, soft_wrap=True)
+    todo = set(plan.students)
+    skipped = len(roster) - len(todo)
+    console.print(f"{assignment.name}: {len(roster)} student(s) on the roster; {len(todo)} to grade"
+                  + (f", {skipped} already in {batch.store} (skipped; --regrade grades them again)"
+                     if skipped and plan.run.mode == "new" else "")
+                  + f" (run {plan.run.id})", highlight=False, soft_wrap=True)
+    tally = Tally(console)
+    save = _saver(store, assignment, plan.run.id, tally)
+    selected = [e for e in entries if e.student in todo]
+    fetches = FetchStream(selected, assignment, batch.options, batch.deadlines, batch.fetching.repos_dir,
+                          jobs=batch.fetching.jobs, timeout_s=batch.fetching.timeout_s, save=save)
+    tally.waiting = fetches.waiting
+    executor = batch.executor
+    with tally.progress(len(selected), "grading" if executor.streams else "fetching"):
+        if executor.streams:  # each repository is graded once it is fetched
+            out = executor.grade(fetches, assignment, batch.options, save)
+        else:
+            jobs = fetches.in_roster_order()  # every repository first
+            tally.describe(f"grading on {executor.name}")
+            out = executor.grade(jobs, assignment, batch.options, save)
+    if not store.run(plan.run.id).left:
+        store.finish_run(plan.run.id)
+    tally.show_summary(summarise(store.latest(assignment.name), assignment.name, assignment.max_score, rejected),
+                       batch.store)
+    if batch.json_out:
+        batch.json_out.write_text(json.dumps([r.to_dict() for r in store.latest(assignment.name)], indent=1) + "\n")
+    return out
+
+
+def collect_class(store_path: Path, assignment: Assignment, options: Options, executor: SlurmExecutor,
+                  console: Console, wait: bool = True) -> int:
+    """Merge the finished Slurm tasks' results into the store; returns how many are still queued or running."""
+    with BatchLock(lock_path(store_path), f"store {store_path}"):
+        store = Store(store_path)
+        try:
+            tally = Tally(console)
+            pending = store.unfinished_runs(assignment.name)
+            with tally.progress(None, "collecting"):
+                left = executor.collect(assignment, options, _saver(store, assignment,
+                                                                    pending[-1].id if pending else None, tally),
+                                        wait=wait)
+            for started in pending:
+                if not store.run(started.id).left:
+                    store.finish_run(started.id)
+            tally.show_summary(summarise(store.latest(assignment.name), assignment.name, assignment.max_score),
+                               store_path)
+        finally:
+            store.close()
+    return left
+
+
+def show_status(store_path: Path, assignment: str, console: Console) -> None:
+    """Every batch run of the assignment in the store, and whom each left ungraded."""
+    if not store_path.is_file() or store_path.stat().st_size == 0:
+        raise StoreError(f"store {store_path}: no such store (nothing has been graded into it)")
+    store = Store(store_path, read_only=True)
+    try:
+        runs = store.runs(assignment)
+        latest = {r.student for r in store.latest(assignment)}
+    finally:
+        store.close()
+    if not runs:
+        console.print(f"{store_path}: no batch runs of {assignment} recorded ({len(latest)} student(s) with results)",
+                      highlight=False, soft_wrap=True)
+        return
+    for r in runs:
+        state = f"finished {r.finished_at}" if r.finished_at else "UNFINISHED"
+        what = r.mode + (f" {r.selection}" if r.selection else "")
+        console.print(f"run {r.id} ({what}), started {r.started_at} by pid {r.pid} on {r.host}, {state}: "
+                      f"{len(r.done & set(r.students))} of {len(r.students)} graded", highlight=False, soft_wrap=True)
+        if r.left:
+            console.print(f"  left undone ({len(r.left)}): {', '.join(r.left)}", highlight=False, soft_wrap=True)
+            console.print(f"  resume it with: {r.command}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _saver(store: Store, assignment: Assignment, run: int | None, tally: Tally) -> OnResult:
+    """Save each result as it comes, its late penalty taken first (the job knows the student's deadline)."""
+
+    def save(job: Job, result: Result) -> None:
+        result = apply_late_policy(dataclasses.replace(result, student=job.student), assignment.late,
+                                   job.deadline, job.submitted_at)
+        store.save(result, run)
+        tally.record(job, result)
+
+    return save

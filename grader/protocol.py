@@ -1,0 +1,234 @@
+"""The runner↔harness contract, in one place: the plan the runner writes, the progress events the
+harness writes back, its exit codes, the poison and the margins around buffers, the C scalar types.
+
+The harness process imports this module, and so does the spec: the standard library only (NumPy
+arrays are handled, never imported).
+
+A harness writes one JSON object a line to its progress file, in this grammar:
+
+    hello, (device | device_unavailable), then for each call i from START to STOP:
+    start i, [loading i, loaded i,] end i; and finally finished
+
+`loading`/`loaded` surround the first load of a library (its static constructors run between
+them). Anything out of this order was written by the code under test.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# The C types a host signature may use, and the NumPy dtype each one carries (its ctypes type is c_<name>).
+SCALAR_DTYPES = {"int": "int32", "float": "float32", "double": "float64", "long": "int64"}
+
+# Quiet NaNs with a payload no arithmetic produces: an element that still holds it was never written.
+# By dtype: the unsigned integer type of the same width, and the bit pattern.
+POISON_BITS = {"float32": ("uint32", 0x7FC0DEAD), "float64": ("uint64", 0x7FF8DEADDEADDEAD),
+               "int32": ("uint32", 0x7FC0DEAD), "int64": ("uint64", 0x7FF8DEADDEADDEAD)}
+MARGIN_BYTES = 1024  # poisoned margin on each side of a buffer; keeps the buffer 256-byte aligned
+
+EXIT_DEVICE_ERROR = 3  # the CUDA context is unusable after a sticky error: a fresh harness takes over
+EXIT_NO_DEVICE = 4  # no device to run on (no CuPy, no driver, no GPU): the machine's problem
+
+STRINGS_KEPT, STRING_LENGTH = 16, 200  # what a list of words in an event may carry: the file is the code's to write
+
+
+def never_written(output: np.ndarray) -> np.ndarray:
+    """Mask of elements still holding the poison bit pattern."""
+    unsigned, bits = POISON_BITS[output.dtype.name]
+    raw = output.view(unsigned)
+    return raw == raw.dtype.type(bits)
+
+
+# The plan: what the runner asks one harness to do, written once per run as PLAN.json.
+
+@dataclass(frozen=True)
+class ScalarArgument:
+    """A scalar parameter of the host function and the case's value for it."""
+
+    name: str
+    ctype: str  # a key of SCALAR_DTYPES
+    value: int | float
+
+
+@dataclass(frozen=True)
+class BufferArgument:
+    """A pointer parameter: what the harness allocates, fills or poisons, and checks after the call."""
+
+    name: str
+    role: str  # "input", "output" or "scratch"
+    dtype: str
+    shape: tuple[int, ...]
+    allocate: int  # elements allocated: the shape's, or more (scratch reuse)
+    null: bool  # passed as NULL in this case
+    mutable: bool  # an input the kernel may overwrite
+    init: str  # scratch: "zeros", "poison" or "leftover"
+
+
+Argument = Union[ScalarArgument, BufferArgument]
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One kernel on one case, as the harness performs it."""
+
+    kernel: str
+    case: str
+    library: str
+    inputs_dir: str
+    output_dir: str  # inside the sandbox's one writable folder
+    arguments: tuple[Argument, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every call of a run; each harness performs a slice of them (START to STOP)."""
+
+    target: str  # the target's name, for messages
+    device_module: str  # the target's harness half, which the harness imports by this name
+    sanitizer: bool  # under compute-sanitizer: no margins, one device allocation per buffer (it checks each end)
+    device_memory_limit: int | None  # bytes a call may keep allocated on the device after it returns
+    calls: tuple[PlannedCall, ...]
+
+    def to_json(self) -> str:
+        document = asdict(self)
+        document["calls"] = [{**asdict(call), "arguments": [_argument_json(a) for a in call.arguments]}
+                             for call in self.calls]
+        return json.dumps(document)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        document = json.loads(text)
+        calls = tuple(PlannedCall(**{**call, "arguments": tuple(_argument(a) for a in call["arguments"])})
+                      for call in document.pop("calls"))
+        return cls(**document, calls=calls)
+
+
+_SCALAR, _BUFFER = "scalar", "buffer"  # an argument's "kind" in the plan file
+
+
+def _argument_json(argument: Argument) -> dict[str, Any]:
+    return {"kind": _SCALAR if isinstance(argument, ScalarArgument) else _BUFFER, **asdict(argument)}
+
+
+def _argument(document: dict[str, Any]) -> Argument:
+    fields = {k: v for k, v in document.items() if k != "kind"}
+    if document["kind"] == _SCALAR:
+        return ScalarArgument(**fields)
+    return BufferArgument(**{**fields, "shape": tuple(fields["shape"])})
+
+
+# The events: what the harness writes to its progress file, and how the runner reads them back.
+
+class Event(str, enum.Enum):
+    """What one progress line says happened (its "event"); the grammar is in the module docstring."""
+
+    HELLO = "hello"  # the harness's interpreter runs
+    DEVICE = "device"  # a usable device, before any student code ran: `Ready`'s fields
+    DEVICE_UNAVAILABLE = "device_unavailable"  # none: `message` says why
+    START = "start"  # call `index` begins (before its library is loaded)
+    LOADING = "loading"  # call `index`'s library is being loaded: its static constructors run
+    LOADED = "loaded"
+    END = "end"  # call `index` ended: `Ended`'s fields
+    FINISHED = "finished"  # every planned call of this harness ended
+    # Never the harness's: the runner's watcher puts it in place of a flooded progress file's lines.
+    OVERSIZED = "oversized"
+
+
+class EndStatus(str, enum.Enum):
+    """How a call ended, as the harness saw it."""
+
+    OK = "ok"
+    DEVICE_ERROR = "device_error"  # the kernel left a CUDA error (the context is unusable)
+    DEVICE_MEMORY = "device_memory"  # it kept more device memory allocated than the plan allows
+
+
+def new_event(kind: Event, index: int | None = None, **fields: Any) -> dict[str, Any]:
+    """An event as the progress file holds it: its call's index (if it has one), its kind, its fields."""
+    return {**({"index": index} if index is not None else {}), "event": kind.value, **fields}
+
+
+def event_line(kind: Event, index: int | None = None, **fields: Any) -> str:
+    """One line of the progress file (without its newline)."""
+    return json.dumps(new_event(kind, index, **fields))
+
+
+def parse_event(line: bytes) -> dict[str, Any] | None:
+    """One progress line as read back; None for a torn or forged line, which carries nothing to rely on."""
+    try:
+        event = json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: a line of 100,000 nested brackets
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def kind_of(event: dict[str, Any]) -> object:
+    return event.get("event")
+
+
+def index_of(event: dict[str, Any]) -> object:
+    return event.get("index")
+
+
+def message_of(event: dict[str, Any]) -> str:
+    """A `device_unavailable` or `end` event's message ("" if it has none)."""
+    return str(event.get("message", ""))
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The `device` event's fields: the device a harness found, when, and how much of its memory was free."""
+
+    name: str
+    at: float | None
+    free_bytes: int | None
+
+    def fields(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def read(cls, event: dict[str, Any]) -> Ready:
+        free = event.get("free_bytes")
+        return cls(str(event.get("name", "")), number(event.get("at")), free if isinstance(free, int) else None)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The `end` event's fields: how the call ended and what the harness measured."""
+
+    status: str  # an EndStatus where the harness wrote it; a forged line may hold anything
+    wall_ms: float | None = None
+    device_ms: float | None = None  # None where the target has no device clock
+    inputs_modified: tuple[str, ...] = ()  # input buffers the call wrote into
+    out_of_bounds: tuple[str, ...] = ()  # writes into a buffer's margins, in words
+    message: str = ""  # device_error: the error, in the runtime's words
+    held_bytes: float | None = None  # device_memory: what it kept, and the limit
+    limit_bytes: float | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {**asdict(self), "status": EndStatus(self.status).value}
+
+    @classmethod
+    def read(cls, event: dict[str, Any]) -> Ended | None:
+        """An `end` line's fields (values of the wrong type read as absent); None if its status is no string."""
+        status = event.get("status")
+        if not isinstance(status, str):
+            return None
+        return cls(status, number(event.get("wall_ms")), number(event.get("device_ms")),
+                   strings(event.get("inputs_modified")), strings(event.get("out_of_bounds")), message_of(event),
+                   number(event.get("held_bytes")), number(event.get("limit_bytes")))
+
+
+def number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def strings(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(str(item)[:STRING_LENGTH] for item in value[:STRINGS_KEPT] if isinstance(item, str))

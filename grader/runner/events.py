@@ -1,0 +1,149 @@
+"""The event state machine: one harness's progress events (`grader.protocol`) turned into call outcomes.
+
+The events must follow the protocol's grammar from the harness's first call to its last: anything
+else was written by the code under test, and voids its kernel. A harness that ends without
+finishing fails the call in flight, as a crash, a time-out or a spent budget.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.protocol import Ended, EndStatus, Event, index_of, kind_of
+from grader.runner.limits import Budget
+from grader.runner.plan import Call
+from grader.runner.watch import LOG_TAIL, HarnessExit
+from grader.sandbox import LimitKind
+from grader.status import CallStatus
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    kernel: str
+    case: str
+    status: CallStatus
+    message: str = ""
+    wall_ms: float | None = None
+    device_ms: float | None = None
+    output_dir: Path | None = None
+    inputs_modified: tuple[str, ...] = ()  # input buffers the call wrote into (their hash changed)
+    out_of_bounds: tuple[str, ...] = ()  # writes just outside a buffer, in words ("32 element(s) past the end of out")
+    while_loading: bool = False  # it crashed while its library was being loaded (static constructors)
+    limit: LimitKind | None = None  # the limit that ended it ("processes", "memory", ...; "time": its time limit)
+    signal: str | None = None  # the signal that killed the harness during it ("SIGSEGV"), where one did
+
+
+def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], start: int, stop: int,
+           outcomes: dict[int, CallOutcome], spent: Budget | None = None) -> int:
+    """Turn one harness's events into outcomes; return the index the next harness starts at.
+
+    The events must follow the harness's grammar (start i, [loading, loaded,] end i, start i+1, ...,
+    finished) from `start` to `stop`: anything else was written by the code under test, and fails
+    its kernel. A failed case costs itself: the next harness starts at the case after it.
+    """
+    finished = False
+    started: int | None = None
+    loading = False  # between "loading" and "loaded": the library's static constructors run
+    expected = start
+    for event in ended.events:
+        kind, index = kind_of(event), index_of(event)
+        if kind in (Event.HELLO, Event.DEVICE) and started is None and expected == start:
+            continue
+        if kind == Event.START and started is None and index == expected:
+            started = index
+        elif kind == Event.LOADING and started is not None and index == started and not loading:
+            loading = True
+        elif kind == Event.LOADED and loading and index == started:
+            loading = False
+        elif kind == Event.END and started is not None and not loading and index == started \
+                and (end := Ended.read(event)) is not None and not finished:
+            call = calls[index]
+            started, expected = None, index + 1
+            if end.status == EndStatus.OK:
+                outcomes[index] = CallOutcome(call.kernel.name, call.case.name, CallStatus.OK, "", end.wall_ms,
+                                              end.device_ms, call.output_dir, end.inputs_modified, end.out_of_bounds)
+                continue
+            if end.status == EndStatus.DEVICE_MEMORY:
+                held, limit = end.held_bytes or 0, end.limit_bytes or 0
+                message = (f"kept {_gib(held)} of device memory allocated after returning (the limit is "
+                           f"{_gib(limit)}); free what you cudaMalloc")
+            else:
+                message = f"CUDA error after the call: {end.message[:LOG_TAIL]}"
+            outcomes[index] = CallOutcome(call.kernel.name, call.case.name, CallStatus.CRASHED, message)
+            return index + 1  # the CUDA context is unusable: a fresh harness takes the kernel's next case
+        elif kind == Event.FINISHED and started is None and expected == stop and not finished:
+            finished = True
+        else:
+            return _tampered(event, calls, start, outcomes)
+    if finished:
+        return stop
+    # The harness ended without finishing: the call in flight (or, if none, the next one) failed.
+    failed = started if started is not None else min(
+        (i for i in range(start, stop) if i not in outcomes), default=stop)
+    if failed >= stop:
+        return stop
+    call = calls[failed]
+    # The sandbox's limit, where one was reached, says more than the time limit that then ran out.
+    limit = ended.limit or "time"
+    reached = f" (it had {ended.limit_message})" if ended.limit else ""
+    if spent is not None and spent.scope == "submission":
+        outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
+                                       f"the submission's time limit ({spent.seconds:g} s) was reached during this "
+                                       f"case; stopped{reached}", limit=limit)
+        skip_rest(failed + 1, calls, outcomes, "not run: the submission's time limit was reached")
+        return len(calls)
+    if spent is not None:
+        outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
+                                       f"the kernel's time budget ({spent.seconds:g} s for all its cases) ran out "
+                                       f"during this case; stopped{reached}", limit=limit)
+        return skip_rest_of_kernel(failed, calls, outcomes,
+                                   f"not run: the kernel's time budget ({spent.seconds:g} s) was spent")
+    if timed_out_index is not None:
+        outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
+                                       f"did not finish within {call.kernel.time_limit_s:g} s; stopped{reached}",
+                                       limit=limit)
+        return failed + 1
+    tail = ended.log_tail
+    where = "while its library was being loaded (in a static constructor or global initialiser)" if loading \
+        else "during this case"
+    outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.CRASHED,
+                                   f"the process {ended.reason} {where}" + (f"\n{tail}" if tail else ""),
+                                   while_loading=loading, limit=ended.limit, signal=ended.signal)
+    if loading:  # every case loads the same library: it would crash the same way
+        return skip_rest_of_kernel(failed, calls, outcomes, "not run: the kernel's library crashed while loading")
+    return failed + 1
+
+
+def skip_rest(index: int, calls: list[Call], outcomes: dict[int, CallOutcome], message: str) -> None:
+    """Every call from `index` on that has no outcome yet is not run, for `message`'s reason."""
+    for following in range(index, len(calls)):
+        outcomes.setdefault(following, CallOutcome(calls[following].kernel.name, calls[following].case.name,
+                                                   CallStatus.NOT_RUN, message))
+
+
+def skip_rest_of_kernel(index: int, calls: list[Call], outcomes: dict[int, CallOutcome], message: str) -> int:
+    """The kernel's calls after `index` are not run; returns the index of the next kernel's first call."""
+    kernel = calls[index].kernel.name
+    following = index + 1
+    while following < len(calls) and calls[following].kernel.name == kernel:
+        outcomes[following] = CallOutcome(kernel, calls[following].case.name, CallStatus.NOT_RUN, message)
+        following += 1
+    return following
+
+
+def _tampered(event: dict, calls: list[Call], start: int, outcomes: dict[int, CallOutcome]) -> int:
+    """A forged or out-of-order progress event: the kernel whose code ran in this harness fails as a whole."""
+    kernel = calls[start].kernel.name
+    shown = json.dumps(event)[:200]
+    for index, call in enumerate(calls):  # its earlier cases too: none of its figures can be trusted
+        if call.kernel.name == kernel:
+            outcomes[index] = CallOutcome(kernel, call.case.name, CallStatus.CRASHED,
+                                          f"the harness's progress channel was tampered with (unexpected event {shown}); "
+                                          "the kernel's results are void")
+    return max(i for i, c in enumerate(calls) if c.kernel.name == kernel) + 1
+
+
+def _gib(count: float) -> str:
+    return f"{count / (1 << 30):.3g} GiB" if count >= 1 << 30 else f"{count / (1 << 20):.0f} MiB"

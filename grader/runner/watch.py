@@ -1,0 +1,194 @@
+"""The watchdog: one harness process for one kernel's calls, started in the sandbox, watched for its
+time limits and a flooded progress file, and read back when it ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grader
+from grader.protocol import Event, index_of, kind_of, new_event, parse_event
+from grader.runner.plan import Call
+from grader.sandbox import LimitKind, Limits, Mounts, Process, Sandbox
+from grader.targets import Target
+
+HARNESS_START_LIMIT_S = 120.0  # importing CuPy and creating a context, before any student code runs
+POLL_INTERVAL_S = 0.02
+LOG_TAIL = 2000  # characters of the harness's stdout/stderr kept in a message
+PROGRESS_LIMIT = 8 << 20  # bytes; the harness writes a few hundred per call
+BUDGET_SPENT = "budget-spent"  # the kernel's or the submission's whole time budget ran out
+# The folder that holds the grader package: the harness imports it from there.
+GRADER_ROOT = Path(grader.__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class HarnessExit:
+    """How one harness ended: what it wrote, why it stopped, and the limit or signal that stopped it."""
+
+    events: tuple[dict[str, Any], ...]
+    reason: str  # "exited with status 1", "was killed by signal SIGSEGV: it ...", "timeout", BUDGET_SPENT, ...
+    timed_out_index: int | None  # the call in flight when its time limit or a budget ran out
+    limit: LimitKind | None  # which sandbox limit the harness reached (the words: limit_message)
+    limit_message: str
+    signal: str | None  # the signal that ended it of itself ("SIGSEGV"); not the watchdog's kill
+    log_tail: str  # the end of its stderr and stdout
+
+
+class Session:
+    """One harness process for one kernel's calls: started, watched for limits, and read back."""
+
+    def __init__(self, workdir: Path, outbox: Path, number: int) -> None:
+        self.progress = outbox / f".progress-{number}.jsonl"
+        self.stdout = workdir / f"stdout-{number}.txt"
+        self.stderr = workdir / f"stderr-{number}.txt"
+        self.cwd = outbox / "home"
+        self.cwd.mkdir()
+        self.limit_message = ""
+        self.limit: LimitKind | None = None
+        self.signal: str | None = None
+        self.applied: tuple[str, ...] = ()  # the limits the sandbox really applied to this harness
+
+    def run(self, plan_file: Path, start: int, stop: int, calls: list[Call], sandbox: Sandbox, limits: Limits,
+            target: Target, deadline: float, wrapper: tuple[str, ...] = ()) -> HarnessExit:
+        self.progress.touch()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": str(GRADER_ROOT),
+               # The harness needs no BLAS threads: a pool per core would exhaust a small process limit.
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        # Not CUPY_CACHE_DIR: a kernel cache shared between submissions could be poisoned; CuPy uses $HOME.
+        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_PATH"):
+            if name in os.environ:
+                env[name] = os.environ[name]
+        command = [*wrapper, sys.executable, "-m", "grader.harness", str(plan_file), str(self.progress), str(start),
+                   str(stop)]
+        own = calls[start:stop]
+        # Only this kernel's library and inputs are visible: not the gold, not other kernels' or students' files.
+        read_only = tuple(dict.fromkeys([plan_file, *(c.library for c in own), *(c.inputs_dir for c in own)]))
+        outbox = self.cwd.parent
+        mounts = Mounts(read_only=read_only, writable=outbox, gpu=target.needs_gpu,
+                        python_packages=target.python_packages)
+        process = sandbox.start(command, cwd=self.cwd, mounts=mounts, limits=limits, stdout=self.stdout,
+                                stderr=self.stderr, env=env)
+        self.applied = tuple(getattr(process, "applied", ()))
+        try:
+            events, reason, timed_out_index = self._watch(process, calls, deadline)
+        finally:
+            # Also after a normal exit: whatever the code left running in the background goes now.
+            process.kill()
+        return HarnessExit(tuple(events), reason, timed_out_index, self.limit, self.limit_message, self.signal,
+                           self.log_tail())
+
+    def _watch(self, process: Process, calls: list[Call], deadline: float) -> tuple[list[dict], str, int | None]:
+        launched = time.monotonic()
+        in_flight: int | None = None
+        in_flight_since = launched
+        events: list[dict] = []
+        offset = 0
+        # The output folder's bytes and files are bounded by the sandbox's watchdog: limit_hit() says so.
+        while True:
+            returncode = process.poll()
+            new, offset = read_events(self.progress, offset)
+            for event in new:
+                events.append(event)
+                index = index_of(event)
+                if kind_of(event) == Event.START and isinstance(index, int) and 0 <= index < len(calls):
+                    in_flight, in_flight_since = index, time.monotonic()
+                elif kind_of(event) == Event.END:
+                    in_flight = None
+            if returncode is not None:
+                break
+            if offset > PROGRESS_LIMIT or _size(self.progress) > PROGRESS_LIMIT:
+                # Voids the kernel: no harness writes this event, so the state machine calls it tampering.
+                events.append(new_event(Event.OVERSIZED, bytes=_size(self.progress)))
+                return self._stop(process, events, offset, "was stopped: its progress file was flooded", None)
+            now = time.monotonic()
+            if in_flight is not None and now - in_flight_since > calls[in_flight].kernel.time_limit_s:
+                return self._stop(process, events, offset, "timeout", in_flight)
+            if now > deadline:
+                return self._stop(process, events, offset, BUDGET_SPENT, in_flight)
+            if in_flight is None and not any(kind_of(e) == Event.START for e in events) \
+                    and now - launched > HARNESS_START_LIMIT_S:
+                return self._stop(process, events, offset, f"the harness did not start within {HARNESS_START_LIMIT_S:.0f} s",
+                                  None)
+            time.sleep(POLL_INTERVAL_S)
+        limit = self._read_limit(process)
+        reason = _describe_exit(returncode)
+        self.signal = _signal_name(returncode)
+        return events + read_events(self.progress, offset)[0], (f"{reason}: it {limit}" if limit else reason), None
+
+    def _read_limit(self, process: Process) -> str | None:
+        """The limit the sandbox saw the run reach, kept as words and kind (before `kill`, which forgets it)."""
+        words = process.limit_hit()
+        if words:
+            self.limit_message, self.limit = words, process.limit_kind()
+        return words
+
+    def _stop(self, process: Process, events: list[dict], offset: int, reason: str,
+              index: int | None) -> tuple[list[dict], str, int | None]:
+        # A fork bomb at a cgroup's pids.max spins until its time limit: the limit it reached says why.
+        self._read_limit(process)
+        process.kill()
+        return events + read_events(self.progress, offset)[0], reason, index
+
+    def stdout_text(self, limit: int) -> str:
+        try:
+            with open(self.stdout, "rb") as stream:
+                return stream.read(limit + 200).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self) -> str:
+        parts = []
+        for path in (self.stderr, self.stdout):
+            try:
+                size = path.stat().st_size
+                with open(path, "rb") as stream:
+                    stream.seek(max(0, size - LOG_TAIL))
+                    text = stream.read().decode(errors="replace").strip()
+            except OSError:
+                text = ""
+            if text:
+                parts.append(text)
+        return "\n".join(parts)[-LOG_TAIL:]
+
+
+def read_events(path: Path, offset: int) -> tuple[list[dict], int]:
+    """The whole lines written since `offset`, as events, and the offset after them."""
+    # Bounded reads: the file is writable by the code under test, which could make it huge.
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(offset)
+            data = stream.read(PROGRESS_LIMIT)
+    except OSError:
+        return [], offset
+    complete = data[: data.rfind(b"\n") + 1]
+    events = [event for event in map(parse_event, complete.splitlines()) if event is not None]
+    return events, offset + len(complete)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by signal {_signal_name(returncode) or -returncode}"
+    return f"exited with status {returncode}"
+
+
+def _signal_name(returncode: int) -> str | None:
+    """The name of the signal that killed the process ("SIGSEGV"); None if none did, or one without a name."""
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return None

@@ -1,0 +1,234 @@
+"""Which files each kernel's build gets from a checkout: the sources stage.
+
+A kernel's build gets every file of the spec's `source_dirs` (the course compiles `kernels/` as
+one program, so kernel files include each other) and the kernel's own `sources`, which must exist.
+A variant's overlay replaces base files by name, the course's rule for `kernels_req_x/`. An upload
+(Gradescope) may arrive flat: a file missing at its path is taken from elsewhere in the upload by
+name, and a missing interface header from the student template. The grader's provided files
+(`utils/` of the student template) always replace the submission's. Each file records where it
+came from, so that the result can say so.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.spec import Assignment, Kernel
+
+# A source folder is copied into every kernel's build: bounded, so a submission can't make it huge.
+SOURCE_DIR_FILES = 256
+SOURCE_DIR_BYTES = 8 << 20
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh")  # what may be an interface header among a kernel's sources
+
+
+class Origin(str, enum.Enum):
+    """Where a file of a build came from."""
+
+    SUBMISSION = "submission"  # the checkout's file at its own path
+    PROVIDED = "provided"  # the grader's (the student template's provided files)
+    OVERLAY = "overlay"  # a variant folder's file, replacing the base's of the same name
+    FOUND_IN_UPLOAD = "found_in_upload"  # a flat upload's file, found elsewhere in it by name
+    TEMPLATE = "template"  # an interface header the upload lacks: the student template's
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # where the build sees it, relative to the checkout's root
+    content: bytes
+    origin: Origin
+    taken_from: str = ""  # an overlay's or a flat upload's file: its own path in the checkout
+
+    @property
+    def described(self) -> str:
+        """The file as the result's `built_from` lists it: its path, and whence where it is not its own."""
+        if self.origin is Origin.OVERLAY:
+            return f"{self.path} (from {self.taken_from})"
+        if self.origin is Origin.FOUND_IN_UPLOAD:
+            return f"{self.path} (not at its path in the upload: {self.taken_from} is used)"
+        if self.origin is Origin.TEMPLATE:
+            return f"{self.path} (not in the upload: the student template's is used)"
+        return self.path
+
+
+@dataclass(frozen=True)
+class KernelSources:
+    """One kernel's build inputs, and what is wrong with the submission's files ("" if nothing)."""
+
+    kernel: str
+    files: tuple[SourceFile, ...]  # the submission's files, then the provided ones
+    problem: str = ""
+
+    @property
+    def contents(self) -> dict[str, bytes]:
+        """Path → bytes, as the build writes them (and hashes them for its cache key)."""
+        return {f.path: f.content for f in self.files}
+
+    @property
+    def built_from(self) -> tuple[str, ...]:
+        return tuple(f.described for f in self.files)
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """A variant folder laid over a base folder of the checkout (`kernels_req_0` over `kernels`)."""
+
+    folder: str
+    onto: str
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Every selected kernel's build inputs from one checkout."""
+
+    root: Path
+    kernels: tuple[KernelSources, ...]
+
+    def of(self, kernel: str) -> KernelSources:
+        for sources in self.kernels:
+            if sources.kernel == kernel:
+                return sources
+        raise KeyError(f"no sources were gathered for kernel {kernel!r}")
+
+
+def gather_sources(assignment: Assignment, root: Path, kernels: tuple[Kernel, ...] | None = None,
+                   overlay: Overlay | None = None, upload: bool = False) -> Sources:
+    """The files of each kernel's build from the checkout at `root` (the stage between fetch and build).
+
+    overlay: a variant folder to lay over its base first. upload: the checkout is an upload
+    (Gradescope), which may be flat or lack the interface headers.
+    """
+    tree, problem = _shared_files(assignment, root, overlay)
+    if upload and not problem:
+        tree.update(_placed_in_upload(assignment, root, tree))
+    provided = [SourceFile(relative, (assignment.template_dir / relative).read_bytes(), Origin.PROVIDED)
+                for relative in assignment.provided]
+    return Sources(root, tuple(_kernel_sources(kernel, root, tree, problem, provided, assignment.source_dirs)
+                               for kernel in kernels or assignment.kernels))
+
+
+def overlay_files(folder: Path, onto: str = "", leave_out: Collection[str] = ()) -> dict[str, Path]:
+    """The course's overlay rule: each file of `folder` replaces the file of the same name under `onto`.
+
+    Returns each one's path relative to the base's root (`onto/...`) → the overlay's file. Regular
+    files only, hidden ones left out, as for a source folder; `leave_out`: file names that are not
+    part of it (a sample's VARIANT.toml).
+    """
+    if not folder.is_dir() or folder.is_symlink():
+        return {}
+    base = Path(onto)
+    return {(base / path.relative_to(folder)).as_posix(): path for path in _regular_files(folder, folder)
+            if path.name not in leave_out}
+
+
+def interface_headers(assignment: Assignment) -> list[str]:
+    """The headers among the kernels' sources that the student gets finished: the template's equals the reference's.
+
+    They declare the interface the grader calls, so an upload without them (only the .cpp files) is
+    given the template's; a header the template leaves with TODOs is the student's work, and is not.
+    """
+    sources = sorted({s for k in assignment.kernels for s in k.sources if s.endswith(HEADER_SUFFIXES)})
+    given = []
+    for source in sources:
+        template, reference = assignment.template_dir / source, assignment.reference_dir / source
+        if template.is_file() and reference.is_file() and template.read_bytes() == reference.read_bytes():
+            given.append(source)
+    return given
+
+
+def _regular_files(base: Path, root: Path) -> Iterator[Path]:
+    """The regular files under `base`, sorted, none hidden (relative to `root`) and no symlinks.
+
+    A symlink could point at the grader's own files (gold, secret): only regular files count.
+    """
+    for path in sorted(base.rglob("*")):
+        if path.is_symlink() or not path.is_file() or any(p.startswith(".") for p in path.relative_to(root).parts):
+            continue
+        yield path
+
+
+def _shared_files(assignment: Assignment, root: Path, overlay: Overlay | None) -> tuple[dict[str, SourceFile], str]:
+    """The source folders' files with the overlay's laid over them, and what is wrong with them ("" if nothing)."""
+    if overlay is not None and (root / overlay.folder).is_symlink():
+        return {}, f"{overlay.folder}/ is a symbolic link; submit the folder itself"
+    if overlay is not None and not (root / overlay.folder).is_dir():
+        return {}, f"{overlay.folder}/ is not in the submission"
+    found: list[tuple[str, str, Path, Origin]] = []  # (folder, where the build sees it, the file, origin)
+    for folder in assignment.source_dirs:
+        base = root / folder
+        if base.is_dir() and not base.is_symlink():  # else the kernel's own missing files say what is wrong
+            found += [(folder, path.relative_to(root).as_posix(), path, Origin.SUBMISSION)
+                      for path in _regular_files(base, root)]
+    if overlay is not None:
+        found += [(overlay.folder, relative, path, Origin.OVERLAY)
+                  for relative, path in overlay_files(root / overlay.folder, overlay.onto).items()]
+    tree: dict[str, SourceFile] = {}
+    total = 0
+    for folder, relative, path, origin in found:
+        total += path.stat().st_size
+        if len(tree) >= SOURCE_DIR_FILES or total > SOURCE_DIR_BYTES:
+            return tree, (f"{folder}/ holds more than {SOURCE_DIR_FILES} files or {SOURCE_DIR_BYTES >> 20} MiB; "
+                          "every kernel's build copies it whole, so keep only your sources there")
+        taken_from = path.relative_to(root).as_posix() if origin is Origin.OVERLAY else ""
+        tree[relative] = SourceFile(relative, path.read_bytes(), origin, taken_from)
+    return tree, ""
+
+
+def _placed_in_upload(assignment: Assignment, root: Path, tree: dict[str, SourceFile]) -> dict[str, SourceFile]:
+    """What a flat upload lacks at its paths: each wanted file found elsewhere in it by name, else an
+    interface header from the student template."""
+    wanted = sorted({s for k in assignment.kernels for s in k.sources})
+    absent = [w for w in wanted if w not in tree and not (root / w).is_file() and not _symbolic_link_in(root, w)]
+    if not absent:
+        return {}
+    by_name: dict[str, list[Path]] = {}
+    for path in sorted(root.rglob("*"), key=lambda p: (len(p.parts), p)):  # the shallowest first
+        if path.is_file() and not path.is_symlink():
+            by_name.setdefault(path.name, []).append(path)
+    headers = set(interface_headers(assignment))
+    placed = {}
+    for relative in absent:
+        if candidates := by_name.get(Path(relative).name):
+            placed[relative] = SourceFile(relative, candidates[0].read_bytes(), Origin.FOUND_IN_UPLOAD,
+                                          candidates[0].relative_to(root).as_posix())
+        elif relative in headers:
+            placed[relative] = SourceFile(relative, (assignment.template_dir / relative).read_bytes(), Origin.TEMPLATE)
+    return placed
+
+
+def _symbolic_link_in(root: Path, relative: str) -> str | None:
+    """The first part of `relative` (below `root`) that is a symbolic link, as a path; None if none is."""
+    parts = Path(relative).parts
+    for depth in range(1, len(parts) + 1):
+        if (root.joinpath(*parts[:depth])).is_symlink():
+            return Path(*parts[:depth]).as_posix()
+    return None
+
+
+def _kernel_sources(kernel: Kernel, root: Path, tree: dict[str, SourceFile], problem: str,
+                    provided: list[SourceFile], source_dirs: tuple[str, ...]) -> KernelSources:
+    """One kernel's files: the source folders', its own sources (which must exist), then the provided ones."""
+    files = {relative: f for relative, f in tree.items() if any(relative.startswith(f"{d}/") for d in source_dirs)}
+    if problem:
+        return KernelSources(kernel.name, tuple(files.values()), problem)
+    missing, links = [], []
+    for relative in kernel.sources:
+        path = root / relative
+        if relative in tree:
+            files[relative] = tree[relative]
+        elif link := _symbolic_link_in(root, relative):
+            links.append(link)  # the file itself, or a folder above it: either could lead to the grader's files
+        elif path.is_file():
+            files[relative] = SourceFile(relative, path.read_bytes(), Origin.SUBMISSION)
+        else:
+            missing.append(relative)
+    problems = ([f"missing file(s) {', '.join(missing)}: the assignment needs them"] if missing else []) + \
+               ([f"{', '.join(dict.fromkeys(links))} is a symbolic link; submit the file itself"] if links else [])
+    for file in provided:
+        files[file.path] = file
+    return KernelSources(kernel.name, tuple(files.values()), "; ".join(problems))

@@ -1,0 +1,189 @@
+"""The spec's model: an assignment pack as typed, frozen objects (what `loader` builds from TOML)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Literal
+
+from grader.errors import SpecError
+from grader.protocol import SCALAR_DTYPES
+from grader.spec.packs import load_pack_function, load_pack_module
+
+Role = Literal["input", "output", "scratch"]
+PartialCredit = Literal["fraction", "all_or_nothing"]
+# What a scratch buffer holds when the kernel is called: zeros (as a program that cudaMemsets its
+# activations leaves it), the NaN poison, or deterministic finite garbage (as a reused allocation).
+# Outputs are always poisoned, so that an element never written is told apart.
+Init = Literal["zeros", "poison", "leftover"]
+INITS: tuple[str, ...] = ("zeros", "poison", "leftover")
+GoldSource = Literal["reference", "numpy"]
+# Libraries a pack may link when the machine has them (their use can still be forbidden).
+LIBRARIES = ("cublas",)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of a host function, as its C signature spells it."""
+
+    name: str
+    ctype: str  # base type without const or '*': "float", "int", ...
+    pointer: bool
+    const: bool
+
+    @property
+    def dtype(self) -> str:
+        return SCALAR_DTYPES[self.ctype]
+
+    @property
+    def declaration(self) -> str:
+        return f"{'const ' if self.const else ''}{self.ctype}{'*' if self.pointer else ''} {self.name}"
+
+
+@dataclass(frozen=True)
+class Signature:
+    function: str
+    parameters: tuple[Parameter, ...]
+
+    @property
+    def text(self) -> str:
+        return f"void {self.function}({', '.join(p.declaration for p in self.parameters)})"
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A pointer argument: what the harness allocates, fills or poisons, and what gets graded."""
+
+    name: str
+    role: Role
+    dtype: str
+    shape: tuple[str, ...]  # expressions over the case's parameters
+    allocate: str | None = None  # element count when larger than the shape (scratch reuse)
+    nullable: bool = False
+    mutable: bool = False  # an input the kernel may overwrite as scratch
+    init: Init = "poison"  # scratch only: what it holds when the kernel is called (outputs: always poison)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    public: bool
+    params: dict[str, Any]  # integers for scalar arguments and shapes, plus generator knobs
+    null: tuple[str, ...] = ()  # nullable buffers passed as NULL in this case
+    tolerance: Tolerance | None = None  # overrides the kernel's for an ill-conditioned case
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    weight: float
+    header: str
+    sources: tuple[str, ...]
+    signature: Signature
+    buffers: tuple[Buffer, ...]
+    tolerance: Tolerance
+    cases: tuple[Case, ...]
+    time_limit_s: float
+    partial_credit: PartialCredit
+    forbidden_symbols: tuple[str, ...]
+    forbidden_penalty: float
+    # compute-sanitizer tools run on one small case ("memcheck", "racecheck"), and the share of the
+    # weight a finding costs (1.0: the kernel fails).
+    sanitizer: tuple[str, ...] = ()
+    sanitizer_penalty: float = 0.0
+    # Wall time for all of this kernel's cases together, harness starts included: a looping kernel
+    # costs its own budget, not the per-call limit once per case.
+    time_budget_s: float | None = None
+
+    def buffer(self, name: str) -> Buffer:
+        return next(b for b in self.buffers if b.name == name)
+
+    def buffers_with(self, role: Role) -> tuple[Buffer, ...]:
+        return tuple(b for b in self.buffers if b.role == role)
+
+    def tolerance_for(self, case: Case) -> Tolerance:
+        return case.tolerance or self.tolerance
+
+    @property
+    def budget_s(self) -> float:
+        """The kernel's whole budget: the spec's, else twice the per-call limit."""
+        return self.time_budget_s or 2 * self.time_limit_s
+
+
+@dataclass(frozen=True)
+class LatePolicy:
+    """What a late submission costs: whole late days past the grace days, each a fraction of max_score."""
+
+    grace_days: float = 0.0
+    penalty_per_day: float = 0.0  # fraction of max_score per late day past the grace days
+    cap: float = 1.0  # the most the policy takes, as a fraction of max_score
+    max_late_days: float | None = None  # commits later than this are not accepted; None: until the cap is reached
+
+    @property
+    def accepted_days(self) -> float:
+        """How long after the deadline a commit still counts."""
+        if self.max_late_days is not None:
+            return self.max_late_days
+        if self.penalty_per_day <= 0:
+            return self.grace_days
+        return self.grace_days + math.ceil(self.cap / self.penalty_per_day - 1e-9)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    name: str
+    title: str
+    version: str
+    target: str  # the name of its target (grader.targets): what the kernels are written in
+    root: Path  # the pack folder
+    provided: tuple[str, ...]
+    public_seed: int
+    compile_flags: tuple[str, ...]
+    kernels: tuple[Kernel, ...]
+    late: LatePolicy | None = None  # [assignment.late]; None: nothing is accepted after the deadline
+    # The sandbox's limits for this pack (None: the grader's defaults, see grader.sandbox.Limits).
+    memory_limit_mb: int | None = None
+    process_limit: int | None = None
+    device_memory_limit_mb: int | None = None  # device memory a call may keep after returning (None: 8 GiB)
+    submission_time_limit_s: float | None = None  # the whole run stage; None: the sum of the kernels' budgets
+    # Folders of the submission that every kernel's build sees whole (the course compiles kernels/
+    # as one program, so kernel files include each other); `sources` are the files that must exist.
+    source_dirs: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()  # linked where installed (e.g. cuBLAS); forbidden_symbols still apply
+    gold: GoldSource = "reference"  # what gold comes from: the reference run the same way, or numpy_reference.py
+
+    @property
+    def spec_file(self) -> Path:
+        return self.root / "assignment.toml"
+
+    @property
+    def reference_dir(self) -> Path:
+        return self.root.parent.parent / "reference" / self.name
+
+    @property
+    def template_dir(self) -> Path:
+        return self.root.parent.parent / "student_template" / self.name
+
+    @property
+    def max_score(self) -> float:
+        return sum(k.weight for k in self.kernels)
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise SpecError(f"{self.spec_file}: no kernel named {name!r} (have {', '.join(k.name for k in self.kernels)})")
+
+    def make_inputs(self) -> Callable[..., dict]:
+        return load_pack_function(self.root / "inputs.py", "make_inputs")
+
+    def numpy_reference(self) -> ModuleType:
+        return load_pack_module(self.root / "numpy_reference.py")

@@ -1,0 +1,50 @@
+"""Shape expressions: `B * T * max(3 * C, NH * T)` over a case's parameters, evaluated safely."""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from typing import Any, Callable
+
+from grader.spec.model import Buffer
+
+_OPERATORS: dict[type, Callable[..., Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.floordiv,  # sizes are integers: C / NH means the head size
+}
+_FUNCTIONS: dict[str, Callable[..., int]] = {"max": max, "min": min}
+
+
+def evaluate(expression: str, params: dict[str, Any]) -> int:
+    """Evaluate a shape expression such as `B * T * max(3 * C, NH * T)` over a case's parameters."""
+
+    def walk(node: ast.AST) -> int:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in params:
+                raise KeyError(node.id)
+            return int(params[node.id])
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](walk(node.left), walk(node.right))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
+            return _FUNCTIONS[node.func.id](*(walk(a) for a in node.args))
+        raise ValueError(f"unsupported element {ast.dump(node)[:40]}")
+
+    return walk(ast.parse(expression, mode="eval"))
+
+
+def shape_of(buffer: Buffer, params: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(evaluate(e, params) for e in buffer.shape)
+
+
+def allocation_of(buffer: Buffer, params: dict[str, Any]) -> int:
+    """Elements to allocate: the shape's size, or the spec's larger `allocate` expression."""
+    size = math.prod(shape_of(buffer, params))
+    return max(size, evaluate(buffer.allocate, params)) if buffer.allocate else size

@@ -1,0 +1,137 @@
+"""Targets: what a pack's kernels are written in, one module each behind one interface, registered by name.
+
+Nothing outside this package asks which target it has: the build, the runner, the sandbox and the
+reports ask the target instead. A target has two halves:
+
+- its build half (`Target`, imported by the grader): the toolchain, the generated shim, the compile
+  command, the libraries it links, how forbidden things are found, and what its runs need;
+- its harness half (`Device`, imported by the harness process alone, which keeps to the standard
+  library, NumPy and CuPy): where a kernel's buffers live and how the kernel is called.
+
+    cpp.py     cpp_device.py     C++ on the CPU: g++, NumPy buffers
+    cuda.py    cuda_device.py    CUDA: nvcc, CuPy buffers on the GPU, cuBLAS, compute-sanitizer
+    compiled.py                  the C targets' shared build half: toolchain probe, forbidden symbols (nm)
+    shim.py                      the C targets' generated `kg_call` shim
+    c_abi.py                     the C targets' shared harness half: load the library, call kg_call by ctypes
+
+This module stays light (the harness imports it through its target's harness half).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import numpy as np
+
+    from grader.protocol import Argument
+    from grader.spec import Assignment, Kernel
+
+# Target name (the spec's `target`) -> the module that holds it as `TARGET`.
+_MODULES = {"cuda": "grader.targets.cuda", "cpp": "grader.targets.cpp"}
+TARGET_NAMES = tuple(_MODULES)
+LIBRARY_FILE = "lib.so"  # what a target's compile command writes in its work folder, and its harness half loads
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    target: str
+    compiler: str  # "nvcc" or "g++"
+    version: str
+    arch_flags: tuple[str, ...]  # e.g. ("-arch=sm_90",)
+
+    @property
+    def description(self) -> str:
+        return f"{self.version} {' '.join(self.arch_flags)}".strip()
+
+
+class Target(Protocol):
+    """The build half of a target, and what its runs need from the machine and the sandbox."""
+
+    name: str
+    needs_gpu: bool  # its kernels run on a GPU: one run slot per GPU, the GPU visible in the sandbox
+    compute_sanitizer: bool  # compute-sanitizer can check its kernels
+    python_packages: tuple[str, ...]  # what its harness half imports: made visible inside the sandbox
+    device_module: str  # its harness half, a module with `open_device(sanitizer: bool) -> Device`
+    shim_file: str  # the generated file a build gets beside the sources
+
+    def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
+        """The compiler this machine has for the target, with its version (part of every build's key)."""
+        ...
+
+    def shim_source(self, kernel: Kernel) -> str:
+        """The generated `shim_file` that gives the harness one calling convention for `kernel`."""
+        ...
+
+    def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
+        """Flags that link the pack's libraries (cuBLAS), where this machine has them."""
+        ...
+
+    def compile_command(self, assignment: Assignment, kernel: Kernel, toolchain: Toolchain,
+                        libraries: tuple[str, ...]) -> list[str]:
+        """The command, run in the work folder, that writes LIBRARY_FILE there."""
+        ...
+
+    def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        """What the built library uses that the spec's forbidden patterns match (C targets: undefined symbols)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one call of a kernel returned: 0 or the target's error code, its times, and the error in words."""
+
+    status: int
+    wall_ms: float
+    device_ms: float | None  # None where the target has no device clock
+    error: str = ""
+
+
+class Device(Protocol):
+    """The harness half of a target: the device a harness runs on, its buffers, and calling a kernel."""
+
+    name: str  # what the result calls the device ("NVIDIA H200", "x86_64")
+
+    def free_bytes(self) -> int | None:
+        """Free device memory now (None: the target has no device of its own)."""
+        ...
+
+    def load(self, path: str) -> Any:
+        """Load a built library (the harness reports a crash in here as one while loading)."""
+        ...
+
+    def upload(self, given: np.ndarray) -> Any:
+        """A new allocation on the device holding a copy of `given`."""
+        ...
+
+    def to_host(self, allocation: Any) -> np.ndarray:
+        """An allocation's contents on the host."""
+        ...
+
+    def call(self, library: Any, arguments: list[tuple[Argument, Any]]) -> Completion:
+        """Call the kernel: each planned argument with its buffer (None for a scalar or a NULL buffer)."""
+        ...
+
+    def release(self) -> None:
+        """Give back what the harness itself allocated for a call (pooled memory)."""
+        ...
+
+    def held_bytes(self) -> int | None:
+        """Device memory held beyond what the harness held at its start (None: not measured here)."""
+        ...
+
+
+def target_named(name: str) -> Target:
+    """The target registered under `name` (the spec's `target`)."""
+    if name not in _MODULES:
+        raise ValueError(f"unknown target {name!r} (have {', '.join(TARGET_NAMES)})")
+    return importlib.import_module(_MODULES[name]).TARGET
+
+
+def target_of(assignment: Assignment) -> Target:
+    """The target of a pack's kernels."""
+    return target_named(assignment.target)

@@ -1,0 +1,57 @@
+"""The harness half the C targets share: load a kernel's library, call its `kg_call` shim through ctypes.
+
+A target's device (`cpp_device`, `cuda_device`) adds where the buffers live (`pointer` gives the
+address of an allocation; the shim gets each buffer's address past its margin) and what loading a
+library takes besides (CUDA: the course's cuBLAS handle).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING, Any
+
+from grader.protocol import SCALAR_DTYPES, ScalarArgument
+from grader.targets import Completion
+
+if TYPE_CHECKING:
+    from grader.protocol import Argument
+
+SHIM_SYMBOL = "kg_call"  # the one function of a library the harness calls (see grader.targets.shim)
+CTYPES = {name: getattr(ctypes, f"c_{name}") for name in SCALAR_DTYPES}
+ERROR_CAPACITY = 1024
+
+
+class SharedLibraryDevice:
+    """Loading and calling a C target's library; subclasses say where buffers live."""
+
+    def pointer(self, allocation: Any) -> int:
+        """The address of an allocation's first element."""
+        raise NotImplementedError
+
+    def load(self, path: str) -> Any:
+        """Load a kernel's library (its static constructors run now)."""
+        return ctypes.CDLL(path)
+
+    def call(self, library: Any, arguments: list[tuple[Argument, Any]]) -> Completion:
+        """Call kg_call with each argument as its C type: a scalar's value, a buffer's address past its margin."""
+        function = getattr(library, SHIM_SYMBOL)
+        function.restype = ctypes.c_int
+        values: list[Any] = []
+        argtypes: list[Any] = []
+        for argument, buffer in arguments:
+            if isinstance(argument, ScalarArgument):
+                argtypes.append(CTYPES[argument.ctype])
+                values.append(CTYPES[argument.ctype](argument.value))
+            elif buffer is None:  # a NULL buffer
+                argtypes.append(ctypes.c_void_p)
+                values.append(None)
+            else:
+                argtypes.append(ctypes.c_void_p)
+                values.append(ctypes.c_void_p(self.pointer(buffer.allocation) + buffer.margin * buffer.given.itemsize))
+        wall_ms, device_ms = ctypes.c_double(-1), ctypes.c_double(-1)
+        error = ctypes.create_string_buffer(ERROR_CAPACITY)
+        function.argtypes = [*argtypes, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double),
+                             ctypes.c_char_p, ctypes.c_int]
+        status = function(*values, ctypes.byref(wall_ms), ctypes.byref(device_ms), error, ERROR_CAPACITY)
+        return Completion(status, wall_ms.value, device_ms.value if device_ms.value >= 0 else None,
+                          error.value.decode(errors="replace"))

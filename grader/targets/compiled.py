@@ -1,0 +1,76 @@
+"""The build half the C targets share: a compiler found by its `--version`, the kg_call shim, and
+forbidden things found as undefined symbols of the library (nm)."""
+
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grader.targets import Toolchain
+from grader.targets.shim import render_shim
+
+if TYPE_CHECKING:
+    from grader.spec import Kernel
+
+COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
+
+
+class CompiledTarget:
+    """A target whose kernels are compiled with the shim into a shared library (see `Target`)."""
+
+    name: str
+    needs_gpu: bool
+    compute_sanitizer: bool
+    python_packages: tuple[str, ...]
+    device_module: str
+    shim_file: str
+    shim_template: str
+
+    def compiler(self) -> str:
+        raise NotImplementedError
+
+    def version_of(self, lines: list[str]) -> str:
+        """The line of `--version`'s output that names the compiler's version."""
+        raise NotImplementedError
+
+    def arch_flags(self, cuda_arch: str | None) -> tuple[str, ...]:
+        return ()
+
+    def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
+        compiler = self.compiler()
+        try:
+            out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return Toolchain(self.name, compiler, f"{compiler} unavailable ({error})", ())
+        lines = [line for line in out.splitlines() if line.strip()]
+        version = self.version_of(lines) if lines else compiler
+        return Toolchain(self.name, compiler, version, self.arch_flags(cuda_arch))
+
+    def shim_source(self, kernel: Kernel) -> str:
+        return render_shim(self.shim_template, kernel)
+
+    def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
+        return ()
+
+    def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        """Symbols the library needs from elsewhere that match the spec's forbidden patterns.
+
+        Only undefined symbols count: the provided header itself defines `cublas_handle`, while a call
+        into cuBLAS shows up as an undefined `cublas...` symbol.
+        """
+        if not patterns:
+            return ()
+        try:
+            listing = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True,
+                                     timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ()
+        names = {line.split()[-1].split("@")[0] for line in listing.splitlines() if line.split()}
+        return tuple(sorted(n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)))
+
+
+def compiled_sources(kernel: Kernel) -> list[str]:
+    """The kernel's files that are compiled (the rest are headers they include)."""
+    return [s for s in kernel.sources if s.endswith(COMPILED_SUFFIXES)]
