@@ -23,7 +23,7 @@ def test_total_is_the_wall_time_not_a_sum_that_counts_harness_start_ups_twice(fl
     stages = result.stages
     assert 0 < stages["run_start"] <= stages["run"], stages
     # `run_start` is a part of `run`: the total is the stages' wall time, never the sum of every figure.
-    assert stages["total"] <= wall, (stages, wall)
+    assert stages["total"] <= wall + 0.001, (stages, wall)  # + the rounding to ms
     disjoint = sum(v for k, v in stages.items() if k not in ("run_start", "total"))
     assert abs(stages["total"] - disjoint) < 0.01 * len(stages), stages
     assert stages["total"] < disjoint + stages["run_start"] - 0.005, stages
