@@ -17,6 +17,7 @@ import numpy as np
 
 from grader.cache import content_key, is_complete, new_entry, publish_folder
 from grader.errors import SpecError
+from grader.threadsafe import load_npy
 from grader.spec import Assignment, Case, Kernel, shape_of
 
 SECRET_ENV = "KERNEL_GRADER_SECRET"
@@ -100,4 +101,4 @@ def prepare_inputs(assignment: Assignment, kernel: Kernel, case: Case, seed: See
 
 
 def load_inputs(folder: Path) -> dict[str, np.ndarray]:
-    return {path.stem: np.load(path) for path in sorted(folder.glob("*.npy"))}
+    return {path.stem: load_npy(path) for path in sorted(folder.glob("*.npy"))}

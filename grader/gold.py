@@ -2,29 +2,45 @@
 same build and run path, as the spec's `gold` says.
 
 Cached by content (the NumPy reference's source, or the reference's build: sources, flags,
-toolchain; and the case's inputs), so a class of 300 computes each case's gold once.
+toolchain; and the case's inputs), so a class of 300 computes each case's gold once. A cached
+entry is memory-mapped, not read: compare touches each element once, and every grade on the
+machine shares the page cache. What the sanity check judges (poison left, the largest |gold|) is
+measured once, when the gold is computed, and kept in the entry.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from grader.build import Artifact, build_submission
-from grader.cache import content_key, is_complete, new_entry, publish_folder, staging_path
+from grader.cache import content_key, is_complete, new_entry, publish_file, publish_folder, staging_path
 from grader.errors import GoldError, SpecError
 from grader.cases import load_inputs
 from grader.protocol import never_written
 from grader.runner import Call, run_calls
 from grader.sandbox import Sandbox
 from grader.spec import Assignment, Case, Kernel, shape_of
+from grader.threadsafe import load_npy
 
 GoldKey = tuple[str, str]  # (kernel, case)
 
 # Below this, an all-zeros answer would pass: max |gold| must be at least this many atol.
 MIN_GOLD_OVER_ATOL = 100
+FACTS_FILE = "facts.json"  # in a gold entry: each buffer's GoldFacts, measured when the gold was computed
+
+
+@dataclass(frozen=True)
+class GoldFacts:
+    """What the sanity check of one gold buffer judges. Facts, not the verdict: the atol they are
+    judged against is the spec's, which may change while the gold (keyed by content) stays."""
+
+    unwritten: bool  # part of it still holds the harness's poison
+    largest: float  # max |gold| over its finite elements
 
 
 def gold_outputs(
@@ -44,12 +60,7 @@ def gold_outputs(
     missing = [(k, c, i) for k, c, i in selection if not is_complete(folders[(k.name, c.name)])]
     if missing:
         _compute(assignment, missing, artifacts, folders, sandbox)
-    gold = {}
-    for kernel, case, _ in selection:
-        folder = folders[(kernel.name, case.name)]
-        gold[(kernel.name, case.name)] = {b.name: np.load(folder / f"{b.name}.npy") for b in kernel.buffers_with("output")}
-        _check_gold(assignment, kernel, case, gold[(kernel.name, case.name)])
-    return gold
+    return {(k.name, c.name): _checked_gold(assignment, k, c, folders[(k.name, c.name)]) for k, c, _ in selection}
 
 
 def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path]],
@@ -67,9 +78,9 @@ def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path
             staging = new_entry(folder)
             for name, array in outputs.items():
                 np.save(staging / f"{name}.npy", array)
+            _write_facts(staging / FACTS_FILE, _facts_of(outputs))
             publish_folder(staging, folder)
-        gold[(kernel.name, case.name)] = {b.name: np.load(folder / f"{b.name}.npy") for b in kernel.buffers_with("output")}
-        _check_gold(assignment, kernel, case, gold[(kernel.name, case.name)])
+        gold[(kernel.name, case.name)] = _checked_gold(assignment, kernel, case, folder)
     return gold
 
 
@@ -110,16 +121,51 @@ def _compute(assignment: Assignment, missing: list[tuple[Kernel, Case, Path]], a
         if outcome.status != "ok":
             raise GoldError(f"{assignment.reference_dir}: the reference kernel '{call.kernel.name}' {outcome.status} "
                             f"on case '{call.case.name}': {outcome.message}")
+        produced = {b.name: call.output_dir / f"{b.name}.npy" for b in call.kernel.buffers_with("output")}
+        arrays = {name: load_npy(path, mmap=True) for name, path in produced.items() if path.is_file()}
+        _write_facts(call.output_dir / FACTS_FILE, _facts_of(arrays))
         publish_folder(call.output_dir, folders[(call.kernel.name, call.case.name)])
 
 
-def _check_gold(assignment: Assignment, kernel: Kernel, case: Case, outputs: dict[str, np.ndarray]) -> None:
+def _checked_gold(assignment: Assignment, kernel: Kernel, case: Case, folder: Path) -> dict[str, np.ndarray]:
+    """A cached entry's arrays, mapped read-only, once its facts pass the check."""
+    gold = {b.name: np.asarray(load_npy(folder / f"{b.name}.npy", mmap=True))
+            for b in kernel.buffers_with("output")}
+    _check_gold(assignment, kernel, case, _recorded_facts(folder, gold))
+    return gold
+
+
+def _facts_of(outputs: dict[str, np.ndarray]) -> dict[str, GoldFacts]:
+    return {name: GoldFacts(bool(never_written(gold).any()), float(np.abs(gold[np.isfinite(gold)]).max(initial=0.0)))
+            for name, gold in outputs.items()}
+
+
+def _write_facts(path: Path, facts: dict[str, GoldFacts]) -> None:
+    publish_file(path, json.dumps({name: asdict(f) for name, f in facts.items()}).encode())
+
+
+def _recorded_facts(folder: Path, gold: dict[str, np.ndarray]) -> dict[str, GoldFacts]:
+    """The entry's facts; for an entry without them (cached before they were kept), measured now and kept."""
+    try:
+        saved = json.loads((folder / FACTS_FILE).read_text())
+        return {name: GoldFacts(bool(saved[name]["unwritten"]), float(saved[name]["largest"])) for name in gold}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    facts = _facts_of(gold)
+    try:
+        _write_facts(folder / FACTS_FILE, facts)  # whole or not at all: a reader never sees half a file
+    except OSError:
+        pass  # a read-only cache still grades; it measures again next time
+    return facts
+
+
+def _check_gold(assignment: Assignment, kernel: Kernel, case: Case, facts: dict[str, GoldFacts]) -> None:
     where = f"{assignment.spec_file} kernel '{kernel.name}' case '{case.name}'"
-    for name, gold in outputs.items():
-        if never_written(gold).any():
+    for name, fact in facts.items():
+        if fact.unwritten:
             raise GoldError(f"{where}: the reference left part of '{name}' unwritten")
-        largest = float(np.abs(gold[np.isfinite(gold)]).max(initial=0.0))
         floor = MIN_GOLD_OVER_ATOL * kernel.tolerance_for(case).atol
-        if largest < floor:
-            raise SpecError(f"{where}: max |gold| of '{name}' is {largest:.3g}, below {MIN_GOLD_OVER_ATOL} x atol = "
-                            f"{floor:.3g}, so an all-zeros answer could pass; use larger inputs or a smaller atol")
+        if fact.largest < floor:
+            raise SpecError(f"{where}: max |gold| of '{name}' is {fact.largest:.3g}, below {MIN_GOLD_OVER_ATOL} x "
+                            f"atol = {floor:.3g}, so an all-zeros answer could pass; "
+                            "use larger inputs or a smaller atol")

@@ -8,6 +8,7 @@ import platform
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,19 +17,20 @@ import numpy as np
 from grader import __version__
 from grader.build import Artifact, build_submission, toolchain_for
 from grader.cases import Seed, prepare_inputs
-from grader.compare import compare
+from grader.compare import Verdict, compare
 from grader.device import unavailable_reason
 from grader.gold import gold_outputs
 from grader.checkout import Checkout, checkout_folder
 from grader.results import Environment, Result, Submission, SubmissionStatus
-from grader.sanitizer import SanitizerReport, sanitize
-from grader.runner import Call, CallOutcome, limits_for, run_calls, submission_budget
+from grader.sanitizer import SanitizerReport, sanitizer_check
+from grader.runner import Call, CallOutcome, harnesses_for, limits_for, run_calls, submission_budget
 from grader.sandbox import sandbox_named
 from grader.scoring import case_result, score_kernel
 from grader.sources import gather_sources
 from grader.spec import Assignment, Case, Kernel
 from grader.status import BuildStatus, CallStatus
 from grader.targets import target_of
+from grader.threadsafe import load_npy
 
 
 def default_cache_dir() -> Path:
@@ -46,6 +48,7 @@ class Options:
     cuda_arch: str | None = None
     sanitizer: bool = False  # compute-sanitizer where the spec asks for it and the tool is installed (`grade`: on)
     upload: bool = False  # an upload (Gradescope), maybe flat: the sources stage finds its files (`grade --upload`)
+    harnesses: int | None = None  # kernel harnesses run at once (None: `grader.runner.harnesses_for`'s rule)
 
     def to_dict(self) -> dict:
         """Every field, JSON-ready: what a Slurm task reads back to grade with exactly these options."""
@@ -104,8 +107,9 @@ class _Segment:
         self.parts: list[tuple[str, float]] = []
         self.started = self.clock = time.perf_counter()
 
-    def __call__(self, stage: str) -> None:
-        now = time.perf_counter()
+    def __call__(self, stage: str, at: float | None = None) -> None:
+        """The lap `stage` ends now, or `at` (a time.perf_counter() already past, for stages a pool overlapped)."""
+        now = time.perf_counter() if at is None else at
         self.stages.append((stage, round(now - self.clock, 3)))
         self.clock = now
 
@@ -152,6 +156,7 @@ class Ran:
     logs: dict[str, str] = field(default_factory=dict)  # kernel -> the tail of its harnesses' stdout/stderr
     sandbox_enforced: tuple[str, ...] = ()  # what the sandbox applied to the harnesses, with the values
     not_run_reason: str = ""  # why nothing ran (no GPU here): the kernels were compiled only
+    harnesses_at_once: int = 1  # the most harnesses that ran at once: the cases' times were not exclusive
 
 
 def execute_stage(built: Built, assignment: Assignment, options: Options, outputs_dir: Path) -> Ran:
@@ -169,22 +174,37 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
                     for c in calls}
         return Ran(built, outcomes, "", lap.times(), not_run_reason=reason)
     deadline = time.monotonic() + submission_budget(assignment, calls)  # the run slot's, sanitizer included
-    report = run_calls(assignment, calls, sandbox_named(options.sandbox)) if calls else None
-    lap("run")
+    sandbox = sandbox_named(options.sandbox)
+    inputs = {(k.name, c.name): i for k, c, i in built.selection}
+    # Untimed and on one small case, each tool in a slot of its own beside the other kernels' runs,
+    # once the kernel's own ended without a time-out.
+    check = sanitizer_check(assignment, built.artifacts, inputs, sandbox, deadline,
+                            options.cache_dir) if options.sanitizer and calls else None
+    harnesses = harnesses_for(len({c.kernel.name for c in calls}), options.harnesses)
+    started = time.perf_counter()
+    report = run_calls(assignment, calls, sandbox, parallel=harnesses,
+                       then=check.after_run if check else None) if calls else None
+    sanitizer: dict[str, list[SanitizerReport]] = report.after if report else {}
+    if sanitizer and report is not None:
+        # "run": until the last kernel's harness ended; "sanitizer": what its runs added after that.
+        lap("run", at=started + report.calls_seconds)
+        lap("sanitizer")
+    else:
+        lap("run")
     if report is not None:
         lap.part("run_start", report.start_seconds)  # within "run": harness start-ups, not student code
+    if sanitizer:
+        reports = [r for found in sanitizer.values() for r in found]
+        # Summed over the tool's harnesses, beside the kernels' runs or after them; none for a cached report.
+        lap.part("sanitizer_harnesses", sum(r.seconds for r in reports))
+        lap.part("sanitizer_cached", sum(r.cached for r in reports))
     outcomes = {(o.kernel, o.case): o for o in report.outcomes} if report else {}
-    sanitizer: dict[str, list[SanitizerReport]] = {}
-    if options.sanitizer and report is not None:
-        # Untimed and on one small case; not for kernels that already timed out.
-        checked = tuple(k for k in built.kernels
-                        if not any(o.status == CallStatus.TIMEOUT for (n, _), o in outcomes.items() if n == k.name))
-        sanitizer = sanitize(assignment, checked, built.artifacts, {(k.name, c.name): i for k, c, i in built.selection},
-                             sandbox_named(options.sandbox), deadline)
-        if sanitizer:
-            lap("sanitizer")
     return Ran(built, outcomes, report.device if report else "", lap.times(), sanitizer,
-               report.kernel_logs if report else {}, report.sandbox_enforced if report else ())
+               report.kernel_logs if report else {}, report.sandbox_enforced if report else (),
+               harnesses_at_once=report.harnesses_at_once if report else 1)
+
+
+CASES_AT_ONCE = 4  # cases a score stage reads and compares at once
 
 
 def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
@@ -198,17 +218,23 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     needed = [(k, c, i) for k, c, i in selection if (k.name, c.name) in ran_ok]
     gold = gold_outputs(assignment, needed, options.cache_dir, sandbox, options.cuda_arch) if needed else {}
     lap("gold")
+
+    def verdict_of(kernel: Kernel, case: Case) -> Verdict | None:
+        outcome = outcomes.get((kernel.name, case.name))
+        if outcome is None or outcome.status != CallStatus.OK or outcome.output_dir is None:
+            return None
+        produced = _load_outputs(outcome.output_dir, kernel)
+        return compare(produced, gold[(kernel.name, case.name)], kernel.tolerance_for(case))
+
+    # A few cases at once: one case's outputs are read from disk while another's are compared (each
+    # compare spreads its blocks over the cores itself).
+    with ThreadPoolExecutor(max_workers=CASES_AT_ONCE, thread_name_prefix="kg-score") as pool:
+        verdicts = dict(zip([(k.name, c.name) for k, c, _ in selection],
+                            pool.map(lambda item: verdict_of(item[0], item[1]), selection)))
     kernel_results = []
     for kernel in kernels:
-        cases = []
-        for case in (c for k, c, _ in selection if k is kernel):
-            outcome = outcomes.get((kernel.name, case.name))
-            verdict = None
-            tolerance = kernel.tolerance_for(case)
-            if outcome is not None and outcome.status == CallStatus.OK and outcome.output_dir is not None:
-                produced = _load_outputs(outcome.output_dir, kernel)
-                verdict = compare(produced, gold[(kernel.name, case.name)], tolerance)
-            cases.append(case_result(case, outcome, verdict, tolerance))
+        cases = [case_result(case, outcomes.get((kernel.name, case.name)), verdicts[(kernel.name, case.name)],
+                             kernel.tolerance_for(case)) for case in (c for k, c, _ in selection if k is kernel)]
         kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name),
                                            ran.logs.get(kernel.name, "")))
     lap("compare_and_score")
@@ -221,7 +247,8 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         max_score=sum(k.max_score for k in kernel_results),
         kernels=kernel_results,
         submission=Submission(str(checkout.root), checkout.commit, checkout.commit_time, checkout.dirty),
-        environment=_environment(assignment, options, sandbox, ran.device, ran.sandbox_enforced),
+        environment=_environment(assignment, options, sandbox, ran.device, ran.sandbox_enforced,
+                                 ran.harnesses_at_once),
         stages=lap.times().to_dict(),
         seed={"mode": seed.mode, "fingerprint": seed.fingerprint},
         public_only=options.public_only,
@@ -258,14 +285,15 @@ def _selection(assignment: Assignment, kernels: tuple[Kernel, ...],
 
 
 def _environment(assignment: Assignment, options: Options, sandbox, device: str,
-                 enforced: tuple[str, ...] = ()) -> Environment:
-    """Where it was graded; `enforced`: what the sandbox applied to this run (else what it would apply)."""
+                 enforced: tuple[str, ...] = (), harnesses_at_once: int = 1) -> Environment:
+    """Where it was graded; `enforced`: what the sandbox applied to this run (else what it would apply);
+    `harnesses_at_once`: the most harnesses the run had at once."""
     toolchain = toolchain_for(assignment.target, options.cuda_arch)
     return Environment(
         grader_version=__version__, target=assignment.target, device=device,
         compiler=toolchain.description, sandbox=sandbox.name,
         sandbox_enforced=list(enforced) or sandbox.enforced(limits_for(assignment), gpu=target_of(assignment).needs_gpu),
-        host=platform.node(), python=sys.version.split()[0],
+        host=platform.node(), python=sys.version.split()[0], harnesses_at_once=harnesses_at_once,
     )
 
 
@@ -278,8 +306,7 @@ def _load_outputs(folder: Path, kernel: Kernel) -> dict[str, np.ndarray]:
     for buffer in kernel.buffers_with("output"):
         path = folder / f"{buffer.name}.npy"
         try:
-            # allow_pickle=False: a forged .npy must not be able to run code in the grader.
-            outputs[buffer.name] = np.load(path, allow_pickle=False)
+            outputs[buffer.name] = load_npy(path)  # never unpickles: a forged .npy cannot run code here
         except (OSError, ValueError):
             continue  # compare names a missing or unreadable output as such
     return outputs

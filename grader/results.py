@@ -137,6 +137,9 @@ class Environment:
     sandbox_enforced: list[str]
     host: str
     python: str
+    # The most kernel harnesses that ran at once: above 1, the cases' times were measured side by
+    # side, not alone. A result stored before this field ran them one at a time.
+    harnesses_at_once: int = 1
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,24 @@
-"""The executors: run slots that each see one GPU, one submission's failure kept to itself, and the
-Slurm job script filled in from the spec."""
+"""The executors: run slots that each see one GPU (several slots to a GPU, a crash beside another
+submission run again alone), one submission's failure kept to itself, and the Slurm job script
+filled in from the spec."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+import grader.dispatch.local as local
 from grader.dispatch import Job, executor_named
-from grader.dispatch.local import LocalExecutor, _run_pool
+from grader.dispatch.local import SHARED_RUN, LocalExecutor, SharedGpu, _run_pool
 from grader.dispatch.slurm import SlurmExecutor, time_limit_minutes
 from grader.pipeline import Options
-from grader.samples import compose
+from grader.samples import compose, variants
 from grader.spec import load_assignment
 
 
@@ -27,8 +36,179 @@ def test_each_run_slot_process_sees_only_its_gpu() -> None:
 
 
 def test_one_slot_per_gpu_for_cuda_and_run_slots_for_cpp() -> None:
-    assert LocalExecutor(gpus=["0", "1", "3"]).slots(load_assignment("gpt2-m1")) == ["0", "1", "3"]
+    assert LocalExecutor(gpus=["0", "1", "3"], run_slots=1).slots(load_assignment("gpt2-m1")) == ["0", "1", "3"]
     assert LocalExecutor(run_slots=3).slots(load_assignment("flash-attention-cpu")) == [None] * 3
+
+
+def test_run_slots_share_each_gpu_two_by_default_where_the_cores_allow(monkeypatch) -> None:
+    gpt2 = load_assignment("gpt2-m1")
+    assert LocalExecutor(gpus=["0", "1"], run_slots=3).slots(gpt2) == ["0", "1"] * 3  # spread over the GPUs
+    monkeypatch.setattr(local, "usable_cores", lambda: 16)
+    assert LocalExecutor(gpus=["0"]).slots(gpt2) == ["0", "0"]
+    monkeypatch.setattr(local, "usable_cores", lambda: 1)
+    assert LocalExecutor(gpus=["0"]).slots(gpt2) == ["0"]
+
+
+def test_the_slots_share_the_cores_among_their_harnesses_unless_asked(monkeypatch) -> None:
+    monkeypatch.setattr(local, "usable_cores", lambda: 16)
+    monkeypatch.delenv(local.HARNESSES_ENV, raising=False)
+    options = Options(cache_dir=Path("cache"))
+    assert local.harnesses_beside(options, 2).harnesses == 8
+    assert local.harnesses_beside(options, 32).harnesses == 1
+    assert local.harnesses_beside(Options(cache_dir=Path("cache"), harnesses=3), 2).harnesses == 3
+    monkeypatch.setenv(local.HARNESSES_ENV, "5")
+    assert local.harnesses_beside(options, 2).harnesses is None  # the runner reads the machine's setting itself
+
+
+def test_a_shared_gpu_marks_runs_beside_another_and_lets_a_run_alone_go_first() -> None:
+    gpu = SharedGpu()
+    with gpu.shared() as first:
+        with gpu.shared() as second:
+            pass
+    with gpu.shared() as lone:
+        pass
+    assert first.beside_another and second.beside_another and not lone.beside_another
+
+    order: list[str] = []
+    release, inside = threading.Event(), threading.Event()
+
+    def shared(name: str, hold: bool) -> None:
+        with gpu.shared():
+            order.append(f"{name} in")
+            if hold:
+                inside.set()
+                release.wait(30)
+            order.append(f"{name} out")
+
+    def alone() -> None:
+        with gpu.alone():
+            order.append("alone in")
+            order.append("alone out")
+
+    threads = [threading.Thread(target=shared, args=("s1", True))]
+    threads[0].start()
+    assert inside.wait(30)
+    threads.append(threading.Thread(target=alone))
+    threads[1].start()
+    while not gpu._waiting_alone:  # the run alone now waits for s1 to end
+        time.sleep(0.01)
+    threads.append(threading.Thread(target=shared, args=("s2", False)))
+    threads[2].start()
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    # s2 came while the run alone waited: it runs after it, never beside it.
+    assert order == ["s1 in", "s1 out", "alone in", "alone out", "s2 in", "s2 out"]
+
+
+def _slow_reference(flash, folder: Path, milliseconds: int) -> Path:
+    """The reference, with standard_attention sleeping before each call: its harness lives for a while."""
+    compose(flash, None, folder)
+    source = folder / "src" / "standard_attention.cpp"
+    signature = "void standard_attention(const float* Q, const float* K, const float* V, float* O, int N, int d) {"
+    text = source.read_text()
+    assert signature in text
+    source.write_text("#include <chrono>\n#include <thread>\n" + text.replace(
+        signature, signature + f"\n    std::this_thread::sleep_for(std::chrono::milliseconds({milliseconds}));"))
+    return folder
+
+
+class HarnessWatch(threading.Thread):
+    """Which run slots (direct children of this process) have a harness process alive, sampled every 10 ms."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.most_slots_at_once = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            parents: dict[int, int] = {}
+            harnesses = []
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    stat = Path(f"/proc/{entry.name}/stat").read_text()
+                    if b"grader.harness" in Path(f"/proc/{entry.name}/cmdline").read_bytes():
+                        harnesses.append(int(entry.name))
+                except OSError:
+                    continue
+                parents[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            slots = set()
+            for pid in harnesses:
+                while pid in parents and parents[pid] not in (os.getpid(), 0, 1):
+                    pid = parents[pid]
+                if parents.get(pid) == os.getpid():
+                    slots.add(pid)
+            self.most_slots_at_once = max(self.most_slots_at_once, len(slots))
+            time.sleep(0.01)
+
+
+@pytest.mark.parametrize("run_slots", [2, 1])
+def test_two_run_slots_on_one_gpu_run_two_submissions_at_once(tmp_path: Path, monkeypatch, run_slots: int) -> None:
+    # The C++ pack stands in for a CUDA one (this machine has no GPU): its runs go through the GPU's slots.
+    monkeypatch.setattr(local, "target_of", lambda assignment: SimpleNamespace(needs_gpu=True))
+    flash = load_assignment("flash-attention-cpu")
+    # 5 cases x 0.4 s: each submission's first harness lives 2 s, longer than the builds' spread.
+    jobs = [Job(i, f"s{i}", _slow_reference(flash, tmp_path / f"s{i}", 400)) for i in range(2)]
+    results = {}
+    watch = HarnessWatch()
+    watch.start()
+    try:
+        LocalExecutor(build_jobs=2, gpus=["0"], run_slots=run_slots).grade(
+            jobs, flash, Options(cache_dir=tmp_path / "cache"),
+            lambda job, result: results.__setitem__(job.student, result))
+    finally:
+        watch.stop.set()
+        watch.join()
+    assert [results[s].score for s in ("s0", "s1")] == [3, 3]
+    # Two slots: a harness of each alive at one moment. One slot: never (the check sees what it should).
+    assert watch.most_slots_at_once == run_slots
+
+
+def test_a_kernel_that_crashed_beside_another_submission_is_run_again_alone_and_that_run_counts(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(local, "target_of", lambda assignment: SimpleNamespace(needs_gpu=True))
+    # Run slots as threads of this process, so that the run can be watched: both first runs meet
+    # at the barrier (they overlap for certain); a run again alone must find nothing beside it.
+    monkeypatch.setattr(local, "_run_pool", lambda device: ThreadPoolExecutor(max_workers=1))
+    meeting = threading.Barrier(2, timeout=120)
+    running: list[str] = []
+    reruns: list[tuple[list[str], list[str]]] = []  # (the kernels run again, the submissions running beside it)
+    guard = threading.Lock()
+    real_execute = local.execute_stage
+
+    def execute(built, assignment, options, outputs):
+        name = built.checkout.root.name
+        again = SHARED_RUN in dict(built.stages.stages)
+        if not again:
+            meeting.wait()
+        with guard:
+            running.append(name)
+            if again:
+                reruns.append(([k.name for k in built.kernels], [n for n in running if n != name]))
+        try:
+            return real_execute(built, assignment, options, outputs)
+        finally:
+            with guard:
+                running.remove(name)
+
+    monkeypatch.setattr(local, "execute_stage", execute)
+    flash = load_assignment("flash-attention-cpu")
+    segfault = next(v for v in variants(flash) if v.name == "hostile-flash-segfault")
+    jobs = [Job(0, "good", compose(flash, None, tmp_path / "good")),
+            Job(1, "crash", compose(flash, segfault, tmp_path / "crash"))]
+    results = {}
+    LocalExecutor(build_jobs=2, gpus=["0"], run_slots=2).grade(
+        jobs, flash, Options(cache_dir=tmp_path / "cache"),
+        lambda job, result: results.__setitem__(job.student, result))
+    assert results["good"].score == 3 and SHARED_RUN not in results["good"].stages
+    crash = results["crash"]
+    # Run again once, the crashed kernel only, with nothing beside it; the other kernel's first run stands.
+    assert SHARED_RUN in crash.stages and reruns == [(["flash_attention"], [])]
+    assert {k.name: k.status for k in crash.kernels} == {"standard_attention": "passed", "flash_attention": "crashed"}
+    assert crash.stages["total"] >= crash.stages[SHARED_RUN] + crash.stages["run"]  # both runs are counted
 
 
 def test_a_submission_the_grader_fails_on_is_an_error_and_the_rest_are_graded(tmp_path: Path) -> None:

@@ -67,3 +67,14 @@ def test_tolerance_used_says_how_close_the_worst_element_came() -> None:
     verdict = compare({"out": np.array([0.0005, 10.05], np.float32)}, {"out": gold}, TOLERANCE)
     # element 0 uses 0.5 of atol=1e-3; element 1 uses 0.05 / (1e-3 + 0.1) of its allowance
     assert verdict.passed and abs(verdict.tolerance_used - 0.5) < 1e-3
+
+
+def test_an_output_of_a_dtype_the_harness_never_writes_fails_its_case_with_words() -> None:
+    # Code that rewrites its output file after the call (an exit handler) must fail the case, never the grader.
+    from grader.compare import compare
+    from grader.spec import Tolerance
+
+    gold = {"out": np.zeros((4, 4))}
+    verdict = compare({"out": np.zeros((4, 4), dtype=np.float16)}, gold, Tolerance(1e-5, 1e-5))
+    assert not verdict.passed and verdict.mismatches == 16
+    assert "float16" in verdict.message and "never writes" in verdict.message

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU runner, from the repository root: everything that needs the GPU, each part time-boxed so
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
-#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests sandbox overhead batch batch-no-timeouts margins latency demo
+#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests sandbox speed floor class overhead batch batch-no-timeouts
+#                                               margins latency demo
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -29,6 +30,11 @@ for part in $parts; do
   case $part in
     tests) run gpu-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2.py ;;
     sandbox) run gpu-sandbox-tests 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_sandbox.py ;;
+    # Issue 13: kernels' harnesses at once, the sanitizer cache, the arch probe kept across processes.
+    speed) run gpu-speed-tests 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_speed.py \
+      tests/test_cuda_arch_probe.py ;;
+    floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
+    class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
     # Where a harness's time goes, per backend: the per-kernel CuPy start and GPU initialisation.
     overhead) run sandbox-overhead 200 python3 benchmarks/sandbox_overhead.py --assignment gpt2-m1 --backends process,local --repeat 2 ;;
     batch) run batch 480 python3 benchmarks/batch.py gpt2-m1 -n 12 --json "$out/batch.json" ;;

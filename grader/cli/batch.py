@@ -51,10 +51,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--status", action="store_true",
                         help="show every batch run of the assignment in the store and whom each left ungraded")
     parser.add_argument("--executor", choices=("local", "slurm"), default="local", help="where to grade (default: local)")
-    parser.add_argument("--gpus", default=None, help="local: comma-separated GPU ids, one run slot each "
+    parser.add_argument("--gpus", default=None, help="local: comma-separated GPU ids the run slots use "
                                                       "(default: $CUDA_VISIBLE_DEVICES or every GPU)")
     parser.add_argument("--run-slots", type=int, default=None,
-                        help="local, C++ assignments: harness runs at once (default: half the cores, at least 2)")
+                        help="local: submissions run at once; CUDA assignments: per GPU (default: 2, fewer where "
+                             "there are fewer cores; a kernel that crashed beside another submission is run again "
+                             "with the GPU to itself), C++ assignments: in all (default: half the cores, at least 2)")
     parser.add_argument("--fetch-jobs", type=int, default=8, help="repositories cloned or fetched at once (default: 8)")
     parser.add_argument("--fetch-timeout", type=float, default=FETCH_TIMEOUT_S, metavar="SECONDS",
                         help=f"the most one repository's clone or fetch may take; past it the student is "

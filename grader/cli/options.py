@@ -21,6 +21,10 @@ def add_grading_options(parser: argparse.ArgumentParser) -> None:
                         help="compute-sanitizer on one small case per CUDA kernel, as the spec asks "
                              "(default: on for `grade`, off for `check`)")
     parser.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: all cores)")
+    parser.add_argument("--harnesses", type=_at_least_one, default=None, metavar="N",
+                        help="kernel harnesses run at once, each in its own sandbox; the compute-sanitizer's runs "
+                             "share them (default: $KERNEL_GRADER_HARNESSES, else one per kernel, at most half "
+                             "the cores)")
     parser.add_argument("--cuda-arch", default=None, help="e.g. sm_90 (default: GPU 0's, else sm_90)")
     parser.add_argument("--json", type=Path, default=None, help="write the result as JSON to this file")
     parser.add_argument("--verbose", "-v", action="store_true", help="print every failed case's full message")
@@ -38,7 +42,18 @@ def options_from(arguments: argparse.Namespace, public_only: bool) -> Options:
         cuda_arch=arguments.cuda_arch,
         sanitizer=arguments.sanitizer if getattr(arguments, "sanitizer", None) is not None else not public_only,
         upload=getattr(arguments, "upload", False),  # `grade --upload` only
+        harnesses=arguments.harnesses,
     )
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return count
 
 
 def add_report_options(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
 """Where a batch's submissions are graded: one small interface, one class per place.
 
-`local` grades on this machine (builds in parallel on the CPU cores, runs one at a time per GPU);
+`local` grades on this machine (builds in parallel on the CPU cores, `--run-slots` submissions at once per GPU);
 `slurm` submits one job-array task per submission. The batch calls `Executor.grade` and never asks
 which one it holds.
 """

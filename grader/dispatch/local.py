@@ -1,12 +1,23 @@
-"""The local pool: builds in parallel on the CPU cores while runs go one at a time per GPU.
+"""The local pool: builds in parallel on the CPU cores while a few submissions at a time run on each GPU.
 
-Each run slot is a process of its own that sees one GPU (CUDA_VISIBLE_DEVICES), so a stuck or
-crashed harness on one GPU never touches another; the CPU pool keeps compiling the next
-submissions and comparing the last ones meanwhile, so compiles, compares and GPU work overlap.
+Each run slot is a process of its own that sees one GPU (CUDA_VISIBLE_DEVICES) and runs one
+submission at a time; a GPU has `run_slots` of them (default 2), so that one submission's harness
+start-ups, copies and host-side checks overlap another's kernels. The CPU pool keeps compiling the
+next submissions (at a lower CPU priority) and comparing the last ones meanwhile, so compiles,
+compares and GPU work overlap.
+
+Sharing a GPU is safe for correctness runs (no pack times its runs for the score): each harness
+has its own CUDA context, so a neighbour's sticky error, crash or time-out stays its own. What
+submissions on one GPU do share is its memory, which no sandbox bounds per process: a neighbour
+that takes it all can make a kernel crash that would have passed alone. So the kernels that
+crashed while another submission ran on their GPU are run again with the GPU to themselves, and
+those runs are the ones kept (the first run's time stays in the result, as `shared_run`).
+Not covered: a sanitizer finding that such a neighbour caused (a failed allocation under memcheck).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -18,16 +29,22 @@ import threading
 import traceback
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from grader.dispatch import Job, OnResult
 from grader.errors import GraderError
-from grader.pipeline import Built, Options, Ran, build_stage, execute_stage, not_graded, prepare_gold, score_stage
+from grader.pipeline import (Built, Options, Ran, StageTimes, build_stage, execute_stage, not_graded, prepare_gold,
+                             score_stage)
 from grader.results import Result, Submission
+from grader.runner.slots import HARNESSES_ENV, usable_cores
 from grader.spec import Assignment
-from grader.status import SubmissionStatus
+from grader.status import CallStatus, SubmissionStatus
 from grader.targets import target_of
+
+GPU_RUN_SLOTS = 2  # submissions at once on one GPU, by default: enough to keep it busy between harness start-ups
+SHARED_RUN = "shared_run"  # the stage of a result whose first run (beside a neighbour) was run again alone
+BUILD_NICE_INCREMENT = 10  # builds' CPU priority below the runs'
 
 
 def visible_gpus() -> list[str]:
@@ -52,21 +69,28 @@ class LocalExecutor:
         self.run_slots = run_slots
 
     def slots(self, assignment: Assignment) -> list[str | None]:
-        """One entry per run slot: the GPU it sees (CUDA), or None (C++ runs on the CPU)."""
+        """One entry per run slot: the GPU it sees (CUDA: `run_slots` per GPU), or None (C++ runs on the CPU).
+
+        A GPU's slots are spread over the list (0, 1, 0, 1), so that a class smaller than the slots
+        still gets every GPU.
+        """
         if target_of(assignment).needs_gpu:
             gpus = self.gpus if self.gpus is not None else visible_gpus()
-            return list(gpus) if gpus else [None]
+            devices: list[str | None] = list(gpus) if gpus else [None]
+            per_gpu = self.run_slots or default_gpu_run_slots(len(devices))
+            return [device for _ in range(per_gpu) for device in devices]
         return [None] * (self.run_slots or default_run_slots())
 
     def grade(self, jobs: Iterable[Job], assignment: Assignment, options: Options, on_result: OnResult) -> int:
         """Grade the jobs as they come: `jobs` may be a stream (a batch's fetches), each built the moment it arrives."""
         if isinstance(jobs, (list, tuple)) and not jobs:
             return 0
+        slots = self.slots(assignment)
+        options = harnesses_beside(options, len(slots))
         # Each submission compiles its kernels one after another; the pool runs many submissions at once.
         build_options = dataclasses.replace(options, jobs=1)
         finished: queue.Queue[tuple[Job, Result]] = queue.Queue()
         ready: queue.Queue[tuple[Job, Built] | None] = queue.Queue()
-        slots = self.slots(assignment)
 
         def build(job: Job) -> None:
             try:
@@ -83,9 +107,23 @@ class LocalExecutor:
                 shutil.rmtree(outputs, ignore_errors=True)
 
         gold_failed: list[str] = []
+        # One per GPU, shared by that GPU's slots; C++ runs share no device.
+        gpus = {device: SharedGpu() for device in slots} if target_of(assignment).needs_gpu else {}
 
         def run_slot(device: str | None) -> None:
             pool = _run_pool(device)
+            gpu = gpus.get(device)
+
+            def execute(job: Job, built: Built, outputs: Path) -> Ran | Result:
+                nonlocal pool
+                try:
+                    return pool.submit(execute_stage, built, assignment, options, outputs).result()
+                except BrokenProcessPool:
+                    pool = _run_pool(device)
+                    return _error(assignment, options, job, "the grading process for this submission died")
+                except Exception as error:
+                    return _error(assignment, options, job, _describe(error))
+
             try:
                 while (item := ready.get()) is not None:
                     job, built = item
@@ -93,22 +131,28 @@ class LocalExecutor:
                         finished.put((job, _error(assignment, options, job, gold_failed[0])))
                         continue
                     outputs = Path(tempfile.mkdtemp(prefix="kg-outputs-"))
-                    try:
-                        ran = pool.submit(execute_stage, built, assignment, options, outputs).result()
-                    except BrokenProcessPool:
-                        pool = _run_pool(device)
-                        ran = _error(assignment, options, job, "the grading process for this submission died")
-                    except Exception as error:
-                        ran = _error(assignment, options, job, _describe(error))
+                    with gpu.shared() if gpu is not None else contextlib.nullcontext(Turn()) as turn:
+                        ran = execute(job, built, outputs)
+                    if gpu is not None and turn.beside_another and isinstance(ran, Ran) \
+                            and (crashed := crashed_kernels(ran)):
+                        # The neighbour may have caused them (the GPU's memory is shared): their runs alone count.
+                        with gpu.alone():
+                            again = execute(job, kernels_again(built, ran, crashed), outputs)
+                        ran = with_kernels_again(ran, again, crashed) if isinstance(again, Ran) else again
                     if isinstance(ran, Result):
                         shutil.rmtree(outputs, ignore_errors=True)
                         finished.put((job, ran))
-                    else:  # compare and score on the CPU pool: this slot's GPU takes the next submission now
-                        builders.submit(score, job, ran, outputs)
+                    else:  # compare and score on the CPU: this slot's GPU takes the next submission now
+                        scorers.submit(score, job, ran, outputs)
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
 
-        builders = ThreadPoolExecutor(max_workers=self.build_jobs, thread_name_prefix="kg-build")
+        # Builds are the work ahead: the runs, which hold a GPU, get the cores first (see _build_thread_init).
+        builders = ThreadPoolExecutor(max_workers=self.build_jobs, thread_name_prefix="kg-build",
+                                      initializer=_build_thread_init)
+        # Apart from the builds, so that a run's outputs are compared as soon as it ends, not after
+        # every build queued before it (each gpt2-m1 run leaves ~250 MB of outputs on disk until then).
+        scorers = ThreadPoolExecutor(max_workers=max(2, len(slots)), thread_name_prefix="kg-score")
         fed: list[int] = []  # how many jobs came, once the stream has ended
         feed_error: list[BaseException] = []
 
@@ -149,7 +193,107 @@ class LocalExecutor:
             for runner in runners:
                 runner.join()
             builders.shutdown(wait=True, cancel_futures=True)
+            scorers.shutdown(wait=True, cancel_futures=True)
         return 0
+
+
+@dataclasses.dataclass
+class Turn:
+    """One submission's run on a GPU: whether another submission ran on that GPU at any time during it."""
+
+    beside_another: bool = False
+
+
+class SharedGpu:
+    """The run slots of one GPU: each runs beside the others (`shared`), or with the GPU to itself (`alone`).
+
+    A slot waiting to run alone goes first: new shared runs wait until it has run.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running: list[Turn] = []
+        self._alone = False
+        self._waiting_alone = 0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[Turn]:
+        turn = Turn()
+        with self._changed:
+            self._changed.wait_for(lambda: not self._alone and not self._waiting_alone)
+            self._running.append(turn)
+            if len(self._running) > 1:
+                for running in self._running:
+                    running.beside_another = True
+        try:
+            yield turn
+        finally:
+            with self._changed:
+                self._running.remove(turn)
+                self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[Turn]:
+        with self._changed:
+            self._waiting_alone += 1
+            self._changed.wait_for(lambda: not self._alone and not self._running)
+            self._waiting_alone -= 1
+            self._alone = True
+        try:
+            yield Turn()
+        finally:
+            with self._changed:
+                self._alone = False
+                self._changed.notify_all()
+
+
+def crashed_kernels(ran: Ran) -> set[str]:
+    """The kernels with a crashed call: what a neighbour that took the GPU's memory could have caused."""
+    return {kernel for (kernel, _), o in ran.outcomes.items() if o.status == CallStatus.CRASHED}
+
+
+def kernels_again(built: Built, ran: Ran, kernels: set[str]) -> Built:
+    """The built submission cut down to `kernels`, its stage times followed by the first run as one stage.
+
+    The first run's time stays in the result (`shared_run`), since it was spent; the run again follows it.
+    """
+    before = built.stages
+    stages = StageTimes(before.stages + ((SHARED_RUN, round(ran.stages.total - before.total, 3)),), before.parts,
+                        ran.stages.total)
+    return dataclasses.replace(built, kernels=tuple(k for k in built.kernels if k.name in kernels),
+                               selection=[s for s in built.selection if s[0].name in kernels], stages=stages)
+
+
+def with_kernels_again(first: Ran, again: Ran, kernels: set[str]) -> Ran:
+    """The first run with `kernels`' outcomes, sanitizer reports and logs taken from the run again alone."""
+    def kept(by_kernel: dict) -> dict:
+        return {key: value for key, value in by_kernel.items() if key not in kernels}
+
+    outcomes = {key: o for key, o in first.outcomes.items() if key[0] not in kernels}
+    return dataclasses.replace(again, built=first.built, outcomes={**outcomes, **again.outcomes},
+                               sanitizer={**kept(first.sanitizer), **again.sanitizer},
+                               logs={**kept(first.logs), **again.logs},
+                               harnesses_at_once=max(first.harnesses_at_once, again.harnesses_at_once))
+
+
+def default_gpu_run_slots(gpus: int) -> int:
+    """Submissions at once per GPU: GPU_RUN_SLOTS, fewer where there are fewer cores than slots.
+
+    Each slot's submission runs its own harnesses (Python, CuPy, a CUDA context each) on the cores.
+    """
+    return max(1, min(GPU_RUN_SLOTS, usable_cores() // max(1, gpus)))
+
+
+def harnesses_beside(options: Options, slots: int) -> Options:
+    """The options with each slot's share of the cores for its submission's harnesses, where none was asked for.
+
+    Every slot runs its submission's kernels side by side (`Options.harnesses`): `slots` of them
+    at once should not ask for more harnesses than there are cores (2 slots on 16 cores: 8 each).
+    An explicit `--harnesses` or $KERNEL_GRADER_HARNESSES stands as given.
+    """
+    if options.harnesses is not None or os.environ.get(HARNESSES_ENV, "").strip():
+        return options
+    return dataclasses.replace(options, harnesses=max(1, usable_cores() // max(1, slots)))
 
 
 def default_run_slots() -> int:
@@ -160,6 +304,20 @@ def default_run_slots() -> int:
     """
     cores = os.cpu_count() or 1
     return max(min(2, cores), cores // 2)
+
+
+def _build_thread_init() -> None:
+    """Lower this build thread's CPU priority, and so its compilers' (a child inherits its thread's).
+
+    The run slots are what a batch waits on: a harness starting while every core compiles would
+    hold its GPU idle. The builds still use every core the runs leave.
+    """
+    try:
+        thread = threading.get_native_id()  # on Linux a priority is a thread's own
+        now = os.getpriority(os.PRIO_PROCESS, thread)
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, now + BUILD_NICE_INCREMENT))
+    except (OSError, AttributeError):
+        pass
 
 
 def _run_pool(device: str | None) -> ProcessPoolExecutor:

@@ -33,6 +33,7 @@ class CallOutcome:
     while_loading: bool = False  # it crashed while its library was being loaded (static constructors)
     limit: LimitKind | None = None  # the limit that ended it ("processes", "memory", ...; "time": its time limit)
     signal: str | None = None  # the signal that killed the harness during it ("SIGSEGV"), where one did
+    tampered: bool = False  # its kernel's code forged or flooded the progress channel: its results are void
 
 
 def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], start: int, stop: int,
@@ -141,7 +142,7 @@ def _tampered(event: dict, calls: list[Call], start: int, outcomes: dict[int, Ca
         if call.kernel.name == kernel:
             outcomes[index] = CallOutcome(kernel, call.case.name, CallStatus.CRASHED,
                                           f"the harness's progress channel was tampered with (unexpected event {shown}); "
-                                          "the kernel's results are void")
+                                          "the kernel's results are void", tampered=True)
     return max(i for i, c in enumerate(calls) if c.kernel.name == kernel) + 1
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 from typing import Any, Callable
 
 from grader.spec.model import Buffer
+from grader.threadsafe import parse_expression
 
 _OPERATORS: dict[type, Callable[..., Any]] = {
     ast.Add: operator.add,
@@ -17,6 +19,11 @@ _OPERATORS: dict[type, Callable[..., Any]] = {
     ast.Div: operator.floordiv,  # sizes are integers: C / NH means the head size
 }
 _FUNCTIONS: dict[str, Callable[..., int]] = {"max": max, "min": min}
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(expression: str) -> ast.Expression:
+    return parse_expression(expression)  # batches evaluate shapes in several threads at once
 
 
 def evaluate(expression: str, params: dict[str, Any]) -> int:
@@ -37,7 +44,7 @@ def evaluate(expression: str, params: dict[str, Any]) -> int:
             return _FUNCTIONS[node.func.id](*(walk(a) for a in node.args))
         raise ValueError(f"unsupported element {ast.dump(node)[:40]}")
 
-    return walk(ast.parse(expression, mode="eval"))
+    return walk(_parsed(expression))
 
 
 def shape_of(buffer: Buffer, params: dict[str, Any]) -> tuple[int, ...]:

@@ -53,7 +53,7 @@ class Target(Protocol):
     """The build half of a target, and what its runs need from the machine and the sandbox."""
 
     name: str
-    needs_gpu: bool  # its kernels run on a GPU: one run slot per GPU, the GPU visible in the sandbox
+    needs_gpu: bool  # its kernels run on a GPU: run slots per GPU, the GPU visible in the sandbox
     compute_sanitizer: bool  # compute-sanitizer can check its kernels
     python_packages: tuple[str, ...]  # what its harness half imports: made visible inside the sandbox
     device_module: str  # its harness half, a module with `open_device(sanitizer: bool) -> Device`

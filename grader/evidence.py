@@ -1,0 +1,471 @@
+"""Evidence of an optimization technique, read from a built CUDA library rather than taken on trust.
+
+The course checks by hand that each milestone-2 optimization is really used (tensor cores, cuBLAS,
+shared-memory and register tiling, a reduction). Beside that check the grader gives what the
+binary shows, per CUDA function of the library:
+
+- its SASS (`cuobjdump --dump-sass`): tensor-core instructions (HMMA on sm_70+, HGMMA from wgmma
+  on sm_90a, and the other `*MMA` forms), shared-memory loads, stores, atomics and async copies,
+  warp shuffles. Counts are static (instructions in the code), not how often they execute;
+- its resources (`cuobjdump --dump-resource-usage`): registers per thread, static shared memory
+  per block, stack and local bytes per thread;
+- the library's undefined `cublas*` symbols (the cuda target's `nm` scan), i.e. calls into cuBLAS.
+
+A student's binary never makes this raise: a library without device code, an unreadable file or a
+missing cuobjdump gives evidence with a note in words. Reading a library runs nothing in it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from grader.targets.cuda import TARGET as CUDA
+
+T = TypeVar("T")
+
+ELF_MAGIC = b"\x7fELF"
+CUBLAS_SYMBOLS = ("cublas*",)  # cuBLAS and cuBLASLt entry points alike
+TOOL_TIMEOUT_S = 120
+MAX_LIBRARY_BYTES = 256 << 20  # a SASS listing is ~10x the code it lists: past this, the listing would be the problem
+# From sm_90 on, a block's shared memory starts with 1 KiB the system reserves; cuobjdump's SHARED counts it in
+# for every function with shared memory (5248 for a 4224-byte tile), ptxas -v and the source do not.
+RESERVED_SHARED_BYTES = 1024
+NAME_LIMIT = 60  # characters of a function's name in a sentence (templated names run to hundreds)
+FUNCTIONS_NAMED = 3  # per kernel in a sentence; the rest are counted
+
+# Opcodes (before the first '.') by what they show. HFMA2.MMA is an FMA issued on the MMA pipe, not a tensor-core
+# op: its opcode is HFMA2, so "ends in MMA" on the opcode alone picks HMMA, HGMMA, IMMA, DMMA, UTCHMMA, ... only.
+SHARED_LOADS = frozenset({"LDS", "LDSM"})
+SHARED_STORES = frozenset({"STS", "STSM"})
+SHARED_ATOMICS = frozenset({"ATOMS"})
+SHARED_ASYNC_COPIES = frozenset({"LDGSTS", "UTMALDG", "UBLKCP"})  # cp.async, TMA and bulk copies into shared memory
+WARP_SHUFFLES = frozenset({"SHFL"})
+_FAMILIES = {"D": "FP64", "Q": "FP8", "O": "FP4", "B": "1-bit"}  # tensor-core opcodes by first letter (H, I: below)
+
+_ARCH = re.compile(r"^\s*arch = (sm_\w+)")
+_SASS_FUNCTION = re.compile(r"^\s*Function : (\S+)")
+# "/*0250*/   @!P0 HMMA.1684.F32.TF32 R12, ..." -> the mnemonic, with its modifiers
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][^\s;]*)")
+_RESOURCE_FUNCTION = re.compile(r"^\s*Function (\S+?):\s*$")
+_RESOURCE = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
+_TOOL_MESSAGE = re.compile(r"^\S+ (?:fatal|error|info|warning)\s*: ", re.I)
+
+
+@dataclass(frozen=True)
+class FunctionEvidence:
+    """One CUDA function of a library, for one arch: what its code and its resources show."""
+
+    name: str  # as in the binary (mangled)
+    demangled: str  # "void ns::tile<64>(float*)"; the name itself where it is not C++
+    short_name: str  # without return type and parameters: "ns::tile<64>"
+    arch: str  # "sm_90"
+    registers: int = 0  # per thread
+    shared_bytes: int = 0  # static shared memory per block, as declared (the system's reserved part left out)
+    stack_bytes: int = 0  # per thread: local arrays and register spills
+    local_bytes: int = 0  # per thread: .local variables
+    tensor_core_instructions: int = 0
+    tensor_core_forms: tuple[str, ...] = ()  # distinct mnemonics: "HMMA.1684.F32.TF32", "HGMMA.64x8x16.F32"
+    shared_loads: int = 0
+    shared_stores: int = 0
+    shared_atomics: int = 0
+    shared_async_copies: int = 0
+    warp_shuffles: int = 0
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        return self.tensor_core_instructions > 0
+
+    @property
+    def uses_shared_memory(self) -> bool:
+        """Static shared memory, or shared-memory instructions (dynamic shared memory has no size in the binary)."""
+        return self.shared_bytes > 0 or self.shared_instructions > 0
+
+    @property
+    def shared_instructions(self) -> int:
+        return self.shared_loads + self.shared_stores + self.shared_atomics + self.shared_async_copies
+
+    @property
+    def tensor_core_precisions(self) -> tuple[str, ...]:
+        """The input types its tensor-core instructions take: "TF32", "FP16", "BF16", ..."""
+        return tuple(sorted({_precision_of(form) for form in self.tensor_core_forms}))
+
+
+@dataclass(frozen=True)
+class LibraryEvidence:
+    """What one built library shows: its CUDA functions and its calls into cuBLAS."""
+
+    library: str
+    functions: tuple[FunctionEvidence, ...] = ()
+    cublas_symbols: tuple[str, ...] = ()  # undefined symbols: what it calls in cuBLAS
+    sass_read: bool = False  # its SASS was read: "no tensor-core instruction" is then a finding, not a gap
+    note: str = ""  # why some or all of the evidence is missing, in words
+    readable: bool = True  # a file with an ELF header: its symbols could be read (no cuBLAS is then a finding)
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        return any(f.uses_tensor_cores for f in self.functions)
+
+    @property
+    def calls_cublas(self) -> bool:
+        return bool(self.cublas_symbols)
+
+    @property
+    def uses_shared_memory(self) -> bool:
+        return any(f.uses_shared_memory for f in self.functions)
+
+    @property
+    def uses_warp_shuffles(self) -> bool:
+        return any(f.warp_shuffles for f in self.functions)
+
+
+@dataclass(frozen=True)
+class EvidenceSummary:
+    """The sentences a report shows for a set of kernels, one per kind of evidence."""
+
+    tensor_cores: str
+    cublas: str
+    shared_memory: str
+    registers: str
+    warp_shuffles: str
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return self.tensor_cores, self.cublas, self.shared_memory, self.registers, self.warp_shuffles
+
+
+def evidence_of(library: Path) -> LibraryEvidence:
+    """What `library` shows of tensor cores, cuBLAS, shared memory and registers; never raises on its content."""
+    library = Path(library)
+    if not library.is_file():
+        return LibraryEvidence(str(library), note=f"no library at {library}", readable=False)
+    try:
+        with library.open("rb") as file:
+            header, size = file.read(4), os.fstat(file.fileno()).st_size
+    except OSError as error:
+        return LibraryEvidence(str(library), note=f"{library.name} could not be read ({error})", readable=False)
+    if header != ELF_MAGIC:
+        return LibraryEvidence(str(library), note=f"{library.name} is not a shared library (no ELF header)",
+                               readable=False)
+    cublas = CUDA.forbidden_in(library, CUBLAS_SYMBOLS)
+    if size > MAX_LIBRARY_BYTES:
+        return LibraryEvidence(str(library), cublas_symbols=cublas,
+                               note=f"the library is over {MAX_LIBRARY_BYTES >> 20} MiB: its SASS is not read")
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        return LibraryEvidence(str(library), cublas_symbols=cublas, note="cuobjdump is not installed: no SASS evidence")
+    environment = _tool_environment()
+    resources, problem = _dump(cuobjdump, "--dump-resource-usage", library, list, environment)
+    if resources is None:
+        return LibraryEvidence(str(library), cublas_symbols=cublas, note=problem)
+    sass, sass_problem = _dump(cuobjdump, "--dump-sass", library, parse_sass, environment)
+    reserved, _ = _dump(cuobjdump, "--dump-elf-symbols", library, reserved_shared_functions, environment)
+    functions = _merge(parse_resource_usage(resources), sass or {}, reserved or frozenset())
+    notes = [f"{sass_problem}: no SASS evidence"] if sass is None else []
+    if not functions:
+        notes.append("only PTX, no SASS: the driver compiles it when the library is loaded"
+                     if any("Fatbin ptx code" in line for line in resources)
+                     else "no CUDA functions in the library's device code")
+    return LibraryEvidence(str(library), functions, cublas, sass is not None and bool(functions), "; ".join(notes))
+
+
+def summarize_evidence(by_kernel: Mapping[str, LibraryEvidence]) -> EvidenceSummary:
+    """The report's sentences for kernels (spec names, in the order given) and their libraries' evidence."""
+    return EvidenceSummary(_tensor_core_sentence(by_kernel), _cublas_sentence(by_kernel),
+                           _shared_memory_sentence(by_kernel), _register_sentence(by_kernel),
+                           _shuffle_sentence(by_kernel))
+
+
+def find_cuobjdump() -> Path | None:
+    """cuobjdump on PATH, beside nvcc, in $CUDA_HOME/bin or /usr/local/cuda/bin, or from PyPI's nvidia-cuda-cuobjdump."""
+    return _find_tool("cuobjdump")
+
+
+def find_nvdisasm() -> Path | None:
+    """nvdisasm, which cuobjdump runs to print SASS: where cuobjdump is looked for, and beside cuobjdump."""
+    cuobjdump = find_cuobjdump()
+    beside = cuobjdump.parent / "nvdisasm" if cuobjdump else None
+    return beside if beside and os.access(beside, os.X_OK) else _find_tool("nvdisasm")
+
+
+def parse_sass(text: str | Iterable[str]) -> dict[tuple[str, str], Counter[str]]:
+    """How often each mnemonic ("HMMA.1684.F32.TF32", "LDS.128") occurs per (arch, function) in `--dump-sass` output."""
+    histograms: dict[tuple[str, str], Counter[str]] = {}
+    arch, current = "", None
+    for line in _lines(text):
+        if found := _ARCH.match(line):
+            arch, current = found.group(1), None
+        elif found := _SASS_FUNCTION.match(line):
+            # First seen wins: one template instantiated in two files is the same code twice.
+            key = (arch, found.group(1))
+            current = None if key in histograms else histograms.setdefault(key, Counter())
+        elif current is not None and (found := _INSTRUCTION.match(line)):
+            current[found.group(1)] += 1
+    return histograms
+
+
+def parse_resource_usage(text: str | Iterable[str]) -> dict[tuple[str, str], dict[str, int]]:
+    """REG, SHARED, STACK, LOCAL, ... per (arch, function) from `cuobjdump --dump-resource-usage` output."""
+    usage: dict[tuple[str, str], dict[str, int]] = {}
+    arch, current = "", None
+    for line in _lines(text):
+        if found := _ARCH.match(line):
+            arch, current = found.group(1), None
+        elif found := _RESOURCE_FUNCTION.match(line):
+            current = found.group(1)
+        elif current is not None and (figures := _RESOURCE.findall(line)):
+            usage.setdefault((arch, current), {key: int(value) for key, value in figures})
+            current = None
+    return usage
+
+
+def reserved_shared_functions(text: str | Iterable[str]) -> frozenset[tuple[str, str]]:
+    """(arch, function) pairs whose SHARED includes the system's reserved shared memory (`--dump-elf-symbols`).
+
+    A module that reserves it says so with a RESERVED_SHARED symbol; then each of its functions with
+    shared memory has the reserved part at the start of it.
+    """
+    reserved: set[tuple[str, str]] = set()
+    modules: list[tuple[str, list[str]]] = []
+    for line in _lines(text):
+        if found := _ARCH.match(line):
+            modules.append((found.group(1), []))
+        elif modules:
+            modules[-1][1].append(line)
+    for arch, lines in modules:
+        if any("RESERVED_SHARED" in line for line in lines):
+            reserved.update((arch, line.split()[-1]) for line in lines if line.startswith("FUNC") and line.split())
+    return frozenset(reserved)
+
+
+def _merge(usage: dict[tuple[str, str], dict[str, int]], sass: dict[tuple[str, str], Counter[str]],
+           reserved: frozenset[tuple[str, str]]) -> tuple[FunctionEvidence, ...]:
+    keys = sorted(set(usage) | set(sass), key=lambda k: (k[1], k[0]))
+    names = [name for _, name in keys]
+    demangled, short = _demangle(names, short=False), _demangle(names, short=True)
+    functions = []
+    for arch, name in keys:
+        figures = usage.get((arch, name), {})
+        shared = figures.get("SHARED", 0)
+        if (arch, name) in reserved and shared >= RESERVED_SHARED_BYTES:
+            shared -= RESERVED_SHARED_BYTES
+        histogram = sass.get((arch, name), Counter())
+        opcodes = Counter[str]()
+        for mnemonic, count in histogram.items():
+            opcodes[mnemonic.split(".")[0]] += count
+        tensor = {m: n for m, n in histogram.items() if m.split(".")[0].endswith("MMA")}
+        functions.append(FunctionEvidence(
+            name=name, demangled=demangled.get(name, name), short_name=short.get(name, name), arch=arch,
+            registers=figures.get("REG", 0), shared_bytes=shared, stack_bytes=figures.get("STACK", 0),
+            local_bytes=figures.get("LOCAL", 0), tensor_core_instructions=sum(tensor.values()),
+            tensor_core_forms=tuple(sorted(tensor)), shared_loads=_count(opcodes, SHARED_LOADS),
+            shared_stores=_count(opcodes, SHARED_STORES), shared_atomics=_count(opcodes, SHARED_ATOMICS),
+            shared_async_copies=_count(opcodes, SHARED_ASYNC_COPIES), warp_shuffles=_count(opcodes, WARP_SHUFFLES)))
+    return tuple(functions)
+
+
+def _count(opcodes: Counter[str], kinds: frozenset[str]) -> int:
+    return sum(opcodes[k] for k in kinds)
+
+
+def _lines(text: str | Iterable[str]) -> Iterable[str]:
+    return text.splitlines() if isinstance(text, str) else text
+
+
+def _tool_environment() -> dict[str, str]:
+    environment = dict(os.environ, LC_ALL="C")
+    nvdisasm = find_nvdisasm()
+    if nvdisasm is not None:  # cuobjdump runs nvdisasm from beside itself or from PATH
+        environment["PATH"] = f"{nvdisasm.parent}{os.pathsep}{environment.get('PATH', '')}"
+    return environment
+
+
+def _dump(cuobjdump: Path, option: str, library: Path, parse: Callable[[Iterable[str]], T],
+          environment: dict[str, str]) -> tuple[T | None, str]:
+    """cuobjdump's output for one dump option, parsed; or None and why not, in words."""
+    # Into a file and parsed line by line: a big library's SASS listing never sits in memory whole.
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as listing:
+        try:
+            done = subprocess.run([str(cuobjdump), option, str(library)], stdout=listing, stderr=subprocess.PIPE,
+                                  text=True, errors="replace", timeout=TOOL_TIMEOUT_S, env=environment)
+        except subprocess.TimeoutExpired:
+            return None, f"cuobjdump {option} took over {TOOL_TIMEOUT_S} s"
+        except OSError as error:
+            return None, f"cuobjdump could not be run ({error})"
+        message = " ".join(_TOOL_MESSAGE.sub("", line).strip() for line in done.stderr.splitlines() if line.strip())
+        if done.returncode != 0:
+            if "does not contain device code" in message:
+                return None, "no device code: the library has no CUDA functions"
+            if "nvdisasm" in message:
+                return None, "nvdisasm is not installed (cuobjdump needs it for SASS)"
+            return None, f"cuobjdump could not read the library ({message[:300] or f'exit status {done.returncode}'})"
+        listing.seek(0)
+        return parse(listing), ""
+
+
+def _demangle(names: list[str], short: bool) -> dict[str, str]:
+    """c++filt's reading of each name (`-p`: without parameters); names it can't read stay as they are."""
+    unique = sorted(set(names))
+    filt = shutil.which("cu++filt") or shutil.which("c++filt")
+    if not unique or filt is None:
+        return {}
+    try:
+        out = subprocess.run([filt, *(["-p"] if short else [])], input="\n".join(unique) + "\n",
+                             capture_output=True, text=True, timeout=60).stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if len(out) != len(unique):
+        return {}
+    return {name: readable.strip() or name for name, readable in zip(unique, out)}
+
+
+def _find_tool(name: str) -> Path | None:
+    candidates: list[Path] = []
+    on_path = shutil.which(name)
+    if on_path:
+        candidates.append(Path(on_path))
+    nvcc = shutil.which("nvcc")
+    if nvcc:  # nvcc may be a wrapper script or a symlink: beside it, and beside what it points to
+        candidates += [Path(nvcc).parent / name, Path(nvcc).resolve().parent / name]
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            candidates.append(Path(home) / "bin" / name)
+    candidates += _pip_cuda_binaries(name)
+    return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
+
+
+def _pip_cuda_binaries(name: str) -> list[Path]:
+    """`name` in PyPI's nvidia packages (nvidia/cu13/bin/...), the newest CUDA first."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    locations = (spec.submodule_search_locations or []) if spec else []
+    return [binary for location in locations for binary in sorted(Path(location).glob(f"*/bin/{name}"), reverse=True)]
+
+
+def _precision_of(form: str) -> str:
+    """The input type of a tensor-core mnemonic: HMMA.16816.F32 takes FP16, HMMA.1684.F32.TF32 takes TF32."""
+    parts = form.upper().split(".")
+    family = parts[0].removeprefix("UTC")[:1]  # HMMA, HGMMA and sm_100's UTCHMMA are one family
+    if family == "H":
+        return next((kind for kind in ("TF32", "BF16") if kind in parts), "FP16")
+    if family == "I":
+        return "INT4" if {"S4", "U4"} & set(parts) else "INT8"
+    return _FAMILIES.get(family, parts[0])
+
+
+# Sentences. Each groups a set of kernels by what their libraries show; a kernel whose library could not be read
+# is listed apart with the reason, so that "not used" is never said for want of evidence.
+
+def _tensor_core_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
+    used, unused, unread = [], [], _unread(by_kernel, needs_sass=True)
+    for kernel, evidence in by_kernel.items():
+        if not evidence.sass_read:
+            continue
+        if evidence.uses_tensor_cores:
+            named = [f"{name}: {'/'.join(f.tensor_core_precisions)}" for name, f in _by_name(evidence)
+                     if f.uses_tensor_cores]
+            used.append(f"{kernel} ({_first(named)})")
+        else:
+            unused.append(kernel)
+    return "tensor cores: " + _join(
+        f"used in {', '.join(used)}" if used else "",
+        (f"not in {', '.join(unused)}" if used else f"not used in {', '.join(unused)}") if unused else "", *unread)
+
+
+def _cublas_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
+    called = [f"{k} ({_first(list(e.cublas_symbols))})" for k, e in by_kernel.items() if e.calls_cublas]
+    uncalled = [k for k, e in by_kernel.items() if e.readable and not e.calls_cublas]
+    unread = {k: e for k, e in by_kernel.items() if not e.readable}
+    return "cuBLAS: " + _join(
+        f"called in {', '.join(called)}" if called else "",
+        (f"not in {', '.join(uncalled)}" if called else f"not called in {', '.join(uncalled)}") if uncalled else "",
+        *_unread(unread, needs_sass=True))
+
+
+def _shared_memory_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
+    using, unused, unread = [], [], _unread(by_kernel, needs_sass=False)
+    for kernel, evidence in by_kernel.items():
+        if not evidence.functions:
+            continue
+        functions = [(name, f) for name, f in _by_name(evidence) if f.uses_shared_memory]
+        if not functions:
+            unused.append(kernel)
+            continue
+        name, largest = max(functions, key=lambda nf: nf[1].shared_bytes)
+        size = f"{_bytes(largest.shared_bytes)} per block" if largest.shared_bytes else "dynamic only"
+        others = f" and {len(functions) - 1} more" if len(functions) > 1 else ""
+        using.append(f"{kernel} {size} ({name}{others})")
+    return "shared memory: " + _join(", ".join(using), f"none in {', '.join(unused)}" if unused else "", *unread)
+
+
+def _register_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
+    registers, stacks, unread = [], [], _unread(by_kernel, needs_sass=False)
+    for kernel, evidence in by_kernel.items():
+        if not evidence.functions:
+            continue
+        named = _by_name(evidence)
+        name, most = max(named, key=lambda nf: nf[1].registers)
+        registers.append(f"{kernel} {most.registers} ({name})")
+        name, deepest = max(named, key=lambda nf: nf[1].stack_bytes + nf[1].local_bytes)
+        if deepest.stack_bytes + deepest.local_bytes:
+            stacks.append(f"{kernel} {_bytes(deepest.stack_bytes + deepest.local_bytes)} ({name})")
+    return "registers per thread: " + _join(", ".join(registers),
+                                           f"local memory per thread: {', '.join(stacks)}" if stacks else "", *unread)
+
+
+def _shuffle_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
+    read = {k: e for k, e in by_kernel.items() if e.sass_read}
+    used = [k for k, e in read.items() if e.uses_warp_shuffles]
+    unused = [k for k in read if k not in used]
+    return "warp shuffles: " + _join(
+        f"used in {', '.join(used)}" if used else "",
+        (f"not in {', '.join(unused)}" if used else f"not used in {', '.join(unused)}") if unused else "",
+        *_unread(by_kernel, needs_sass=True))
+
+
+def _unread(by_kernel: Mapping[str, LibraryEvidence], needs_sass: bool) -> list[str]:
+    """"no evidence for A, B (why)", one part per distinct reason."""
+    reasons: dict[str, list[str]] = {}
+    for kernel, evidence in by_kernel.items():
+        if not (evidence.sass_read if needs_sass else evidence.functions):
+            reasons.setdefault(evidence.note or "nothing read", []).append(kernel)
+    return [f"no evidence for {', '.join(kernels)} ({reason})" for reason, kernels in reasons.items()]
+
+
+def _by_name(evidence: LibraryEvidence) -> list[tuple[str, FunctionEvidence]]:
+    """One function per short name (a library built for two arches has each twice): the one with the most to show."""
+    chosen: dict[str, FunctionEvidence] = {}
+    for function in evidence.functions:
+        name = function.short_name if len(function.short_name) <= NAME_LIMIT else function.short_name[:NAME_LIMIT] + "…"
+        best = chosen.get(name)
+        if best is None or (function.tensor_core_instructions, function.shared_bytes, function.registers) > (
+                best.tensor_core_instructions, best.shared_bytes, best.registers):
+            chosen[name] = function
+    return sorted(chosen.items())
+
+
+def _first(items: list[str]) -> str:
+    shown = ", ".join(items[:FUNCTIONS_NAMED])
+    return shown + (f" and {len(items) - FUNCTIONS_NAMED} more" if len(items) > FUNCTIONS_NAMED else "")
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p) or "no kernels"
+
+
+def _bytes(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    return f"{count / 1024:.2f}".rstrip("0").rstrip(".") + " KiB"
