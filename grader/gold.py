@@ -25,6 +25,7 @@ from grader.protocol import never_written
 from grader.runner import Call, run_calls
 from grader.sandbox import Sandbox
 from grader.spec import Assignment, Case, Kernel, shape_of
+from grader.status import BuildStatus, CallStatus
 from grader.threadsafe import load_npy
 
 GoldKey = tuple[str, str]  # (kernel, case)
@@ -53,7 +54,7 @@ def gold_outputs(
     kernels = tuple({k.name: k for k, _, _ in selection}.values())
     artifacts = build_submission(assignment, assignment.reference_dir, cache_dir, kernels, cuda_arch=cuda_arch)
     for artifact in artifacts.values():
-        if artifact.status != "built":
+        if artifact.status != BuildStatus.BUILT:
             raise GoldError(f"{assignment.reference_dir}: the reference kernel '{artifact.kernel}' does not build:\n"
                             f"{artifact.message}")
     folders = {(k.name, c.name): _gold_folder(cache_dir, artifacts[k.name], inputs) for k, c, inputs in selection}
@@ -118,7 +119,7 @@ def _compute(assignment: Assignment, missing: list[tuple[Kernel, Case, Path]], a
              for k, c, inputs in missing]
     report = run_calls(assignment, calls, sandbox)
     for call, outcome in zip(calls, report.outcomes):
-        if outcome.status != "ok":
+        if outcome.status != CallStatus.OK:
             raise GoldError(f"{assignment.reference_dir}: the reference kernel '{call.kernel.name}' {outcome.status} "
                             f"on case '{call.case.name}': {outcome.message}")
         produced = {b.name: call.output_dir / f"{b.name}.npy" for b in call.kernel.buffers_with("output")}
