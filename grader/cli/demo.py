@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from grader.cli.listing import table_width
 from grader.cli.options import add_grading_options, options_from
 from grader.pipeline import grade
 from grader.report import terminal
@@ -39,7 +40,7 @@ def run(arguments: argparse.Namespace) -> int:
     for assignment in list_assignments():
         reason = unavailable_reason(assignment.target)
         if reason:
-            console.print(f"[yellow]skipping {assignment.name}[/]: CUDA assignment, {reason}")
+            console.print(f"[yellow]skipping {assignment.name}[/]: CUDA assignment, {reason}", soft_wrap=True)
             continue
         for label, expected, submission in _samples(assignment):
             with tempfile.TemporaryDirectory(prefix="kg-demo-") as scratch:
@@ -48,6 +49,8 @@ def run(arguments: argparse.Namespace) -> int:
             terminal.render(result, console)
             statuses = ", ".join(f"{k.name}: {k.status}" for k in result.kernels)
             summary.add_row(assignment.name, label, expected, f"{result.score:.4g}/{result.max_score:g}", statuses)
+    if not console.is_terminal:  # a pipe or a file: every name whole, as `grader list` prints them
+        console = Console(width=max(console.width, table_width(summary, console)))
     console.print(summary)
     return 0
 
