@@ -3,6 +3,8 @@ warnings, read-only exports that never write, rosters whose broken rows are name
 
 from __future__ import annotations
 
+import datetime
+import io
 import json
 import os
 import subprocess
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch.progress import eta_seconds
+from grader.batch.progress import STUCK_S, Tally, eta_seconds
 from grader.cli import main
 from grader.dispatch import local
 from grader.batch.roster import read_roster
@@ -123,3 +125,19 @@ def test_eta_waits_for_a_pace_and_then_uses_it() -> None:
     assert eta_seconds(300, 40, []) is None and eta_seconds(300, 41, [24.0]) is None
     assert eta_seconds(300, 42, [24.0, 25.0]) == pytest.approx(258.0)
     assert eta_seconds(300, 300, [24.0, 25.0, 26.0]) == 0.0
+
+
+def test_eta_counts_what_a_stuck_fetch_may_still_take() -> None:
+    from rich.console import Console
+
+    tally = Tally(Console(file=io.StringIO()))
+    tally.total, tally.done, tally.fetch_limit_s = 10, 8, 300.0
+    tally.graded_at = [0.0, 1.0, 2.0]  # a pace of 1 s: 2 s left, were nothing stuck
+    assert tally.eta_text() == "ETA 0:00:02"
+    tally.waiting = lambda: ("hung", "git://10.255.255.1/x.git", STUCK_S + 40.0)
+    # The batch can't end before the stuck fetch's limit stops it: 300 - 50 s.
+    assert tally.eta_text() == f"ETA {datetime.timedelta(seconds=int(300 - STUCK_S - 40))} (a stuck fetch may take that long)"
+    tally.graded_at = []  # no pace yet: the bound alone, said as a bound
+    assert tally.eta_text().startswith(f"ETA at least {datetime.timedelta(seconds=int(300 - STUCK_S - 40))}")
+    tally.waiting = lambda: ("slow", "https://example.invalid/x.git", STUCK_S - 1)  # not stuck yet
+    assert tally.eta_text() == "ETA after the first graded submissions (gold, builds)"

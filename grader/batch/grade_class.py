@@ -125,6 +125,7 @@ def _grade_run(batch: ClassBatch, entries: list[Entry], rejected: int, store: St
     fetches = FetchStream(selected, assignment, batch.options, batch.deadlines, batch.fetching.repos_dir,
                           jobs=batch.fetching.jobs, timeout_s=batch.fetching.timeout_s, save=save)
     tally.waiting = fetches.waiting
+    tally.fetch_limit_s = batch.fetching.timeout_s
     executor = batch.executor
     with tally.progress(len(selected), "grading" if executor.streams else "fetching"):
         if executor.streams:  # each repository is graded once it is fetched

@@ -30,17 +30,18 @@ PLAIN_EVERY_S = 15.0  # plain layout: a progress line at least this often while 
 Waiting = Callable[[], "tuple[str, str, float] | None"]
 
 
-def eta_seconds(total: int | None, done: int, graded_at: list[float]) -> float | None:
-    """Seconds left, from the pace of graded submissions after the first.
+def eta_seconds(total: int | None, done: int, graded_at: list[float], at_least: float = 0.0) -> float | None:
+    """Seconds left, from the pace of graded submissions after the first, and never below `at_least`.
 
     The first graded result comes after the gold and the first builds, so its time says nothing
     about the pace; quick outcomes (a repository not submitted) are not a pace either. None until
-    two submissions have been graded.
+    two submissions have been graded. `at_least`: what a stuck fetch may still take before its
+    time limit stops it (the batch cannot end before that).
     """
     if total is None or len(graded_at) < 2:
         return None
     pace = (graded_at[-1] - graded_at[0]) / (len(graded_at) - 1)
-    return max(0.0, (total - done) * pace)
+    return max(0.0, (total - done) * pace, at_least)
 
 
 def _clock(seconds: float) -> str:
@@ -58,6 +59,7 @@ class Tally:
         self.graded_at: list[float] = []  # monotonic times of graded results
         self.started = time.monotonic()
         self.waiting: Waiting = lambda: None
+        self.fetch_limit_s: float | None = None  # a fetch's time limit: the ETA counts what a stuck one may take
         self._lock = threading.Lock()
         self._progress: Progress | None = None
         self._task = None
@@ -121,10 +123,20 @@ class Tally:
         return "progress: " + "; ".join(parts)
 
     def eta_text(self) -> str:
-        eta = eta_seconds(self.total, self.done, self.graded_at)
+        stuck = self.stuck_for()
+        eta = eta_seconds(self.total, self.done, self.graded_at, stuck)
         if eta is not None:
-            return f"ETA {_clock(eta)}"
+            return f"ETA {_clock(eta)}" + (" (a stuck fetch may take that long)" if stuck and eta == stuck else "")
+        if stuck:  # no pace yet, but the batch cannot end before the stuck fetch's limit stops it
+            return f"ETA at least {_clock(stuck)} (a stuck fetch's time limit)"
         return "ETA after the first graded submissions (gold, builds)" if self.total else "ETA -"
+
+    def stuck_for(self) -> float:
+        """The most a stuck fetch may still take before its time limit stops it (0 if none is stuck)."""
+        waiting = self.waiting()
+        if waiting is None or waiting[2] < STUCK_S or self.fetch_limit_s is None:
+            return 0.0
+        return max(0.0, self.fetch_limit_s - waiting[2])
 
     def waiting_text(self) -> str:
         waiting = self.waiting()
