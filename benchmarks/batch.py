@@ -1,6 +1,6 @@
 """Throughput of `grader batch`: N synthetic submissions of one assignment, graded as a class.
 
-    python benchmarks/batch.py ASSIGNMENT [-n N] [--mix correct=12,broken=6,crashing=3,timeout=3] [batch options]
+    python benchmarks/batch.py ASSIGNMENT [-n N] [--mix correct=12,broken=6,crashing=3,timeout=3] [--warm] [batch options]
 
 Each submission is a git repository holding the reference with one bundled variant laid over it
 (an alternative: correct; a mutant or a compile error: broken; a hostile crash; an infinite loop:
@@ -57,6 +57,9 @@ def main() -> None:
                                                    "1/4, 1/8, 1/8 of N)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--keep", type=Path, default=None, help="build the class in this folder and keep it")
+    parser.add_argument("--warm", action="store_true",
+                        help="then grade the same class again into a new store with the cache the first run filled "
+                             "(builds, inputs and gold cached): what a regrade of the class costs")
     arguments, batch_options = parser.parse_known_args()
     assignment = load_assignment(arguments.assignment)
     n = arguments.n
@@ -70,6 +73,9 @@ def main() -> None:
     cache = folder / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     figures = {**time_batch(assignment, roster, folder / "grades.sqlite", cache, batch_options), "mix": mix}
+    if arguments.warm:
+        figures = {"cold": figures, "warm": {**time_batch(assignment, roster, folder / "grades-warm.sqlite", cache,
+                                                          batch_options), "mix": mix}}
     print(json.dumps(figures, indent=1))
     if arguments.json:
         arguments.json.write_text(json.dumps(figures, indent=1) + "\n")

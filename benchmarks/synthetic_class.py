@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader.batch.summary import outcome  # noqa: E402
-from grader.samples import Variant, compose  # noqa: E402
+from grader.samples import Sample, compose  # noqa: E402
 from grader.spec import Assignment  # noqa: E402
 from grader.store import Store  # noqa: E402
 
@@ -46,7 +46,7 @@ class Member:
     """One student of the class: what kind of submission, and the bundled variant it holds (None: the reference)."""
 
     kind: str  # correct, broken, crashing or timeout
-    variant: Variant | None
+    variant: Sample | None
 
 
 def make_class(assignment: Assignment, members: list[Member], folder: Path, tag: str = "") -> Path:
@@ -81,6 +81,7 @@ class TreeSampler(threading.Thread):
         self.root_pid, self.interval = root_pid, interval
         self.samples: list[tuple[bool, bool]] = []
         self.cpu_ticks: dict[tuple[int, int], int] = {}  # (pid, start time) -> utime + stime last seen
+        self.kinds: dict[tuple[int, int], str] = {}  # (pid, start time) -> what it is (see _kind)
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -93,6 +94,32 @@ class TreeSampler(threading.Thread):
         """CPU time of every process seen in the tree (the sandboxed harness too, which rusage misses:
         it is reaped inside its own PID namespace); a process's last 50 ms may be missed."""
         return sum(self.cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
+
+    def cpu_seconds_by_kind(self) -> dict[str, float]:
+        """The tree's CPU time split into compiling, kernel harnesses, compute-sanitizer (its harnesses
+        included) and the grader's own processes (coordinator, run slots, git)."""
+        split: dict[str, float] = {}
+        for key, used in self.cpu_ticks.items():
+            kind = self.kinds.get(key, "grader")
+            split[kind] = split.get(kind, 0.0) + used / os.sysconf("SC_CLK_TCK")
+        return {kind: round(seconds, 1) for kind, seconds in sorted(split.items())}
+
+    def _kind(self, pid: int, names: dict[int, str], parents: dict[int, int]) -> str:
+        """compile, sanitizer, harness or grader: by the process's name, its command line and its ancestors'."""
+        if names.get(pid) in COMPILERS:
+            return "compile"
+        ancestors, at = [], pid
+        while at in parents and at not in ancestors and at != self.root_pid:
+            ancestors.append(at)
+            at = parents[at]
+        if any(names.get(a, "").startswith("compute-sanitiz") for a in ancestors):
+            return "sanitizer"
+        try:
+            if b"grader.harness" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return "harness"
+        except OSError:
+            pass
+        return "grader"
 
     def _sample(self) -> tuple[bool, bool]:
         parents: dict[int, int] = {}
@@ -122,6 +149,8 @@ class TreeSampler(threading.Thread):
             if pid in ticks:
                 start, used = ticks[pid]
                 self.cpu_ticks[(pid, start)] = max(used, self.cpu_ticks.get((pid, start), 0))
+                if self.kinds.get((pid, start), "grader") == "grader":  # until it has exec'd into what it is
+                    self.kinds[(pid, start)] = self._kind(pid, names, parents)
         compiling = any(names.get(p) in COMPILERS for p in tree)
         running = False
         for pid in tree:
@@ -212,6 +241,7 @@ def time_batch(assignment: Assignment, roster: Path, store: Path, cache: Path, b
         "seconds_per_submission": round(wall / len(results), 2) if results else None,
         "cpu_utilisation": round(max(cpu_seconds, tree.cpu_seconds) / (wall * cores), 3),
         "cpu_seconds_sampled_tree": round(tree.cpu_seconds, 1), "cpu_seconds_rusage_reaped": round(cpu_seconds, 1),
+        "cpu_seconds_by_kind": tree.cpu_seconds_by_kind(),
         "gpu_utilisation_mean": round(statistics.mean(gpu.samples) / 100, 3) if gpu and gpu.samples else None,
         "share_compiling": round(sum(c for c, _ in samples) / len(samples), 3),
         "share_running": round(sum(r for _, r in samples) / len(samples), 3),

@@ -3,7 +3,7 @@
     python -m grader.harness PLAN.json PROGRESS.jsonl START_INDEX [STOP_INDEX]
 
 For each planned call from START_INDEX up to STOP_INDEX (default: the end): load the kernel's
-library, allocate its buffers between poisoned margins (on the target's device: CuPy on the GPU
+library, allocate its buffers between poisoned margins (on the target's device: GPU memory
 for CUDA, NumPy for C++), fill inputs, poison outputs with a NaN of a known bit pattern,
 initialise scratch as the spec says, call the kernel, check that the inputs and the margins are
 unchanged and that the call did not keep more device memory than allowed, and save the outputs as
@@ -11,7 +11,7 @@ unchanged and that the call did not keep more device memory than allowed, and sa
 process dies the runner knows which call was in flight. Gold outputs never enter this process.
 
 Only the standard library, NumPy, `grader.protocol` and the target's harness half (the plan's
-`device_module`, which may import CuPy) are imported here.
+`device_module`) are imported here.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Buffer:
     """
 
     name: str
-    allocation: Any  # on the target's device (a CuPy array for CUDA, a NumPy array for C++)
+    allocation: Any  # on the target's device (device memory for CUDA, a NumPy array for C++)
     given: np.ndarray  # host copy of what the whole allocation held before the call
     margin: int  # elements in each margin
 
@@ -83,7 +83,7 @@ def allocate(device: Device, argument: BufferArgument, inputs_dir: Path, sanitiz
     """Allocate one buffer with its margins: inputs filled from their file, everything else poisoned.
 
     The contents are composed on the host and copied over in one transfer: a fill or compare on
-    the device would JIT-compile a CuPy kernel in every harness (no kernel cache is shared
+    the device would need a kernel compiled in every harness (no kernel cache is shared
     between sandboxes).
     """
     unsigned, bits = POISON_BITS[argument.dtype]
@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
     progress.emit(Event.HELLO, at=time.time())
     try:
         device = open_device(plan)
-    except Exception as error:  # no CuPy, no driver, no GPU: the machine's problem, said once and plainly
+    except Exception as error:  # no driver, no GPU: the machine's problem, said once and plainly
         progress.emit(Event.DEVICE_UNAVAILABLE, message=f"{type(error).__name__}: {error}")
         return EXIT_NO_DEVICE
     progress.emit(Event.DEVICE, **Ready(device.name, time.time(), device.free_bytes()).fields())

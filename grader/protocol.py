@@ -33,7 +33,7 @@ POISON_BITS = {"float32": ("uint32", 0x7FC0DEAD), "float64": ("uint64", 0x7FF8DE
 MARGIN_BYTES = 1024  # poisoned margin on each side of a buffer; keeps the buffer 256-byte aligned
 
 EXIT_DEVICE_ERROR = 3  # the CUDA context is unusable after a sticky error: a fresh harness takes over
-EXIT_NO_DEVICE = 4  # no device to run on (no CuPy, no driver, no GPU): the machine's problem
+EXIT_NO_DEVICE = 4  # no device to run on (no driver, no GPU): the machine's problem
 
 STRINGS_KEPT, STRING_LENGTH = 16, 200  # what a list of words in an event may carry: the file is the code's to write
 

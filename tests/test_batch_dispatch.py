@@ -211,6 +211,39 @@ def test_a_kernel_that_crashed_beside_another_submission_is_run_again_alone_and_
     assert crash.stages["total"] >= crash.stages[SHARED_RUN] + crash.stages["run"]  # both runs are counted
 
 
+def test_a_crash_is_confirmed_alone_only_once_nothing_else_is_ready_to_run(tmp_path: Path, monkeypatch) -> None:
+    """Confirming at once would hold the GPU's other slot idle (behind a minute's time-out, in a class):
+    the submissions ready to run go first, then the crash is run again with the GPU to itself."""
+    monkeypatch.setattr(local, "target_of", lambda assignment: SimpleNamespace(needs_gpu=True))
+    monkeypatch.setattr(local, "_run_pool", lambda device: ThreadPoolExecutor(max_workers=1))
+    monkeypatch.setattr(local, "IDLE_S", 5.0)  # every build is done well within it
+    meeting = threading.Barrier(2, timeout=120)
+    order: list[str] = []  # runs in the order they started; "again" marks the confirmation
+    real_execute = local.execute_stage
+
+    def execute(built, assignment, options, outputs):
+        name = built.checkout.root.name
+        again = SHARED_RUN in dict(built.stages.stages)
+        order.append(f"{name} again" if again else name)
+        if name in ("crash", "good") and not again:
+            meeting.wait()  # the crash runs beside a neighbour for certain
+        return real_execute(built, assignment, options, outputs)
+
+    monkeypatch.setattr(local, "execute_stage", execute)
+    flash = load_assignment("flash-attention-cpu")
+    segfault = next(v for v in variants(flash) if v.name == "hostile-flash-segfault")
+    jobs = [Job(0, "good", compose(flash, None, tmp_path / "good")),
+            Job(1, "crash", compose(flash, segfault, tmp_path / "crash")),
+            Job(2, "later", compose(flash, None, tmp_path / "later"))]
+    results = {}
+    LocalExecutor(build_jobs=3, gpus=["0"], run_slots=2).grade(
+        jobs, flash, Options(cache_dir=tmp_path / "cache"),
+        lambda job, result: results.__setitem__(job.student, result))
+    assert order.index("crash again") > order.index("later"), order
+    assert {s: r.score for s, r in results.items()} == {"good": 3, "crash": 1, "later": 3}
+    assert SHARED_RUN in results["crash"].stages
+
+
 def test_a_submission_the_grader_fails_on_is_an_error_and_the_rest_are_graded(tmp_path: Path) -> None:
     flash = load_assignment("flash-attention-cpu")
     good = compose(flash, None, tmp_path / "good")

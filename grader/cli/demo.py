@@ -1,6 +1,6 @@
 """`grader demo`: grade the bundled sample submissions of every assignment this machine can run.
 
-C++ assignments run anywhere; CUDA ones need a GPU and CuPy, and are skipped (with the reason)
+C++ assignments run anywhere; CUDA ones need a GPU and nvcc, and are skipped (with the reason)
 elsewhere.
 """
 

@@ -11,7 +11,9 @@ has its own CUDA context, so a neighbour's sticky error, crash or time-out stays
 submissions on one GPU do share is its memory, which no sandbox bounds per process: a neighbour
 that takes it all can make a kernel crash that would have passed alone. So the kernels that
 crashed while another submission ran on their GPU are run again with the GPU to themselves, and
-those runs are the ones kept (the first run's time stays in the result, as `shared_run`).
+those runs are the ones kept (the first run's time stays in the result, as `shared_run`). A slot
+runs them once nothing is ready for it to run, not at once: the GPU to itself means waiting for its
+other slots' submissions to end, and they would wait too.
 Not covered: a sanitizer finding that such a neighbour caused (a failed allocation under memcheck).
 """
 
@@ -45,6 +47,8 @@ from grader.targets import target_of
 GPU_RUN_SLOTS = 2  # submissions at once on one GPU, by default: enough to keep it busy between harness start-ups
 SHARED_RUN = "shared_run"  # the stage of a result whose first run (beside a neighbour) was run again alone
 BUILD_NICE_INCREMENT = 10  # builds' CPU priority below the runs'
+IDLE_S = 0.5  # a run slot with nothing ready for this long confirms its crashes with the GPU to itself
+UNCONFIRMED_LIMIT = 4  # crashes a run slot holds for confirming before it confirms them anyway
 
 
 def visible_gpus() -> list[str]:
@@ -124,8 +128,35 @@ class LocalExecutor:
                 except Exception as error:
                     return _error(assignment, options, job, _describe(error))
 
+            def done(job: Job, ran: Ran | Result, outputs: Path) -> None:
+                if isinstance(ran, Result):
+                    shutil.rmtree(outputs, ignore_errors=True)
+                    finished.put((job, ran))
+                else:  # compare and score on the CPU: this slot's GPU takes the next submission now
+                    scorers.submit(score, job, ran, outputs)
+
+            # Crashes beside a neighbour, to confirm with the GPU to themselves. Not at once: waiting
+            # for the GPU to empty would hold every slot of it idle (behind a neighbour's time-out, a
+            # minute), so they wait until nothing is ready to run, or until there are too many.
+            unconfirmed: list[tuple[Job, Built, Ran, set[str], Path]] = []
+
+            def confirm_alone() -> None:
+                assert gpu is not None
+                while unconfirmed:
+                    job, built, first, crashed, outputs = unconfirmed.pop(0)
+                    with gpu.alone():
+                        again = execute(job, kernels_again(built, first, crashed), outputs)
+                    done(job, with_kernels_again(first, again, crashed) if isinstance(again, Ran) else again, outputs)
+
             try:
-                while (item := ready.get()) is not None:
+                while True:
+                    try:
+                        item = ready.get(timeout=IDLE_S if unconfirmed else None)
+                    except queue.Empty:  # nothing ready to run: the GPU is free enough to run alone
+                        confirm_alone()
+                        continue
+                    if item is None:
+                        break
                     job, built = item
                     if gold_failed:
                         finished.put((job, _error(assignment, options, job, gold_failed[0])))
@@ -136,15 +167,14 @@ class LocalExecutor:
                     if gpu is not None and turn.beside_another and isinstance(ran, Ran) \
                             and (crashed := crashed_kernels(ran)):
                         # The neighbour may have caused them (the GPU's memory is shared): their runs alone count.
-                        with gpu.alone():
-                            again = execute(job, kernels_again(built, ran, crashed), outputs)
-                        ran = with_kernels_again(ran, again, crashed) if isinstance(again, Ran) else again
-                    if isinstance(ran, Result):
-                        shutil.rmtree(outputs, ignore_errors=True)
-                        finished.put((job, ran))
-                    else:  # compare and score on the CPU: this slot's GPU takes the next submission now
-                        scorers.submit(score, job, ran, outputs)
+                        unconfirmed.append((job, built, ran, crashed, outputs))
+                        if len(unconfirmed) >= UNCONFIRMED_LIMIT:  # each holds its outputs on disk
+                            confirm_alone()
+                        continue
+                    done(job, ran, outputs)
             finally:
+                for *_, outputs in unconfirmed:  # the batch stopped before they could be confirmed
+                    shutil.rmtree(outputs, ignore_errors=True)
                 pool.shutdown(wait=True, cancel_futures=True)
 
         # Builds are the work ahead: the runs, which hold a GPU, get the cores first (see _build_thread_init).
@@ -279,7 +309,7 @@ def with_kernels_again(first: Ran, again: Ran, kernels: set[str]) -> Ran:
 def default_gpu_run_slots(gpus: int) -> int:
     """Submissions at once per GPU: GPU_RUN_SLOTS, fewer where there are fewer cores than slots.
 
-    Each slot's submission runs its own harnesses (Python, CuPy, a CUDA context each) on the cores.
+    Each slot's submission runs its own harnesses (Python, NumPy, a CUDA context each) on the cores.
     """
     return max(1, min(GPU_RUN_SLOTS, usable_cores() // max(1, gpus)))
 

@@ -52,7 +52,7 @@ class RunReport:
     outcomes: list[CallOutcome] = field(default_factory=list)  # in the order of the calls
     device: str = ""
     harness_starts: int = 0
-    # Summed over harnesses, from launch to a usable device (CuPy, CUDA context): with several at
+    # Summed over harnesses, from launch to a usable device (Python, NumPy, a CUDA context): with several at
     # once the sum is CPU and driver time, and may exceed the wall time `seconds`.
     start_seconds: float = 0.0
     seconds: float = 0.0  # wall clock of the whole run, follow-ups included

@@ -17,7 +17,7 @@ from grader.runner.plan import Call
 from grader.sandbox import LimitKind, Limits, Mounts, Process, Sandbox
 from grader.targets import Target
 
-HARNESS_START_LIMIT_S = 120.0  # importing CuPy and creating a context, before any student code runs
+HARNESS_START_LIMIT_S = 120.0  # Python, NumPy and a CUDA context, before any student code runs
 POLL_INTERVAL_S = 0.02
 LOG_TAIL = 2000  # characters of the harness's stdout/stderr kept in a message
 PROGRESS_LIMIT = 8 << 20  # bytes; the harness writes a few hundred per call
@@ -60,7 +60,6 @@ class Session:
                "PYTHONPATH": str(GRADER_ROOT),
                # The harness needs no BLAS threads: a pool per core would exhaust a small process limit.
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        # Not CUPY_CACHE_DIR: a kernel cache shared between submissions could be poisoned; CuPy uses $HOME.
         for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_PATH"):
             if name in os.environ:
                 env[name] = os.environ[name]

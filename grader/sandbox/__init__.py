@@ -36,8 +36,8 @@ class Limits:
     tmp_bytes: int = 256 << 20  # each private tmpfs (/tmp, /dev/shm): RAM, outside the memory limit
     tmp_inodes: int = 10_000  # files in each private tmpfs (an inode costs kernel memory, not tmpfs bytes)
     # RLIMIT_DATA (private writable mappings) where no cgroup bounds memory, behind the watchdog.
-    # Measured on an H200: CuPy, a CUDA context, kernels and copies start under it (CUDA's large
-    # reservations are PROT_NONE) and a malloc past it fails. False turns it off.
+    # Measured on an H200: a CUDA context (and CuPy, which harnesses imported then), kernels and copies
+    # start under it (CUDA's large reservations are PROT_NONE) and a malloc past it fails. False: off.
     rlimit_data: bool = True
     watch_interval_s: float = 0.02  # how often the watchdog samples the tree's memory and tmpfs
     cpu_seconds: int | None = None

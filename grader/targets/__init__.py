@@ -6,10 +6,10 @@ reports ask the target instead. A target has two halves:
 - its build half (`Target`, imported by the grader): the toolchain, the generated shim, the compile
   command, the libraries it links, how forbidden things are found, and what its runs need;
 - its harness half (`Device`, imported by the harness process alone, which keeps to the standard
-  library, NumPy and CuPy): where a kernel's buffers live and how the kernel is called.
+  library and NumPy): where a kernel's buffers live and how the kernel is called.
 
     cpp.py     cpp_device.py     C++ on the CPU: g++, NumPy buffers
-    cuda.py    cuda_device.py    CUDA: nvcc, CuPy buffers on the GPU, cuBLAS, compute-sanitizer
+    cuda.py    cuda_device.py    CUDA: nvcc, buffers on the GPU (the CUDA driver by ctypes), cuBLAS, compute-sanitizer
     compiled.py                  the C targets' shared build half: toolchain probe, forbidden symbols (nm)
     shim.py                      the C targets' generated `kg_call` shim
     c_abi.py                     the C targets' shared harness half: load the library, call kg_call by ctypes
@@ -78,6 +78,10 @@ class Target(Protocol):
 
     def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
         """What the built library uses that the spec's forbidden patterns match (C targets: undefined symbols)."""
+        ...
+
+    def unavailable_reason(self) -> str | None:
+        """None if this machine can run the target's kernels, else why not, in a student's words."""
         ...
 
 

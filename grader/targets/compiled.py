@@ -38,6 +38,9 @@ class CompiledTarget:
     def arch_flags(self, cuda_arch: str | None) -> tuple[str, ...]:
         return ()
 
+    def unavailable_reason(self) -> str | None:
+        return None  # the CPU runs it
+
     def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
         compiler = self.compiler()
         try:

@@ -1,5 +1,6 @@
-"""The `cuda` target: CUDA kernels compiled with nvcc for this machine's GPU, called on CuPy buffers,
-optionally linking cuBLAS, and checked by compute-sanitizer."""
+"""The `cuda` target: CUDA kernels compiled with nvcc for this machine's GPU, called on buffers in its
+memory (the driver's API by ctypes: grader.targets.cuda_device), optionally linking cuBLAS, and
+checked by compute-sanitizer."""
 
 from __future__ import annotations
 
@@ -57,8 +58,7 @@ class CudaTarget(CompiledTarget):
     name = "cuda"
     needs_gpu = True
     compute_sanitizer = True
-    # CuPy and what it imports (cuda-python's `cuda`, fastrlock), beside NumPy.
-    python_packages = ("numpy", "cupy", "cupy_backends", "fastrlock", "cuda")
+    python_packages = ("numpy",)  # the harness half talks to the driver (libcuda) through ctypes
     device_module = "grader.targets.cuda_device"
     shim_file = "kg_shim.cu"
     shim_template = _SHIM
@@ -68,6 +68,18 @@ class CudaTarget(CompiledTarget):
 
     def version_of(self, lines: list[str]) -> str:
         return lines[-1]  # "Build cuda_12.4.r12.4/compiler.34097967_0"
+
+    def unavailable_reason(self) -> str | None:
+        """Why this machine can't run CUDA kernels (no driver, no GPU), asked of the driver; None if it can."""
+        if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")):
+            return "this machine has no NVIDIA GPU (no NVIDIA driver found)"
+        from grader.targets.cuda_device import gpu_count
+
+        try:
+            count = gpu_count()
+        except (OSError, RuntimeError) as error:  # no libcuda, a driver without a usable device
+            return f"no usable GPU ({type(error).__name__}: {str(error)[:120]})"
+        return None if count > 0 else "this machine's NVIDIA driver sees no GPU"
 
     def arch_flags(self, cuda_arch: str | None) -> tuple[str, ...]:
         return (f"-arch={cuda_arch or detect_cuda_arch()}",)
