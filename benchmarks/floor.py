@@ -53,7 +53,8 @@ def call_once(plan_file: Path) -> None:
         device = CudaDevice()
 
         def upload(host):
-            allocation = device.upload(host)
+            allocation = device.allocate(host.size, host.dtype)
+            device.write(allocation, 0, host)
             return allocation, allocation.address
     elif plan["device"] == "cupy":
         import cupy

@@ -54,24 +54,26 @@ class Buffer:
 
     name: str
     allocation: Any  # on the target's device (device memory for CUDA, a NumPy array for C++)
-    given: np.ndarray  # host copy of what the whole allocation held before the call
+    size: int  # elements the kernel is given
     margin: int  # elements in each margin
+    poison: int  # the margins' bit pattern
+    before: int | None = None  # an input the kernel must not change: the digest of its elements before the call
 
-    @property
-    def size(self) -> int:
-        return self.given.size - 2 * self.margin
-
-    def outside_writes(self, after: np.ndarray) -> str:
+    def outside_writes(self, device: Device) -> str:
         """How many elements before and after the buffer were written, in words ("" if none)."""
-        changed = _bits(after) != _bits(self.given)
-        before, beyond = int(changed[: self.margin].sum()), int(changed[self.margin + self.size:].sum())
+        if not self.margin:
+            return ""
+        before, beyond = (int((_bits(device.read(self.allocation, start, self.margin)) != self.poison).sum())
+                          for start in (0, self.margin + self.size))
         parts = ([f"{before} element(s) before the start of {self.name}"] if before else []) + \
                 ([f"{beyond} element(s) past the end of {self.name}"] if beyond else [])
         return " and ".join(parts)
 
-    def inside_changed(self, after: np.ndarray) -> bool:
-        inside = slice(self.margin, self.margin + self.size)
-        return not np.array_equal(_bits(after[inside]), _bits(self.given[inside]))
+    def inside_changed(self, device: Device) -> bool:
+        return self.before is not None and device.digest(self.allocation, self.margin, self.size) != self.before
+
+    def inside(self, device: Device, count: int) -> np.ndarray:
+        return device.read(self.allocation, self.margin, count)
 
 
 def _bits(array: np.ndarray) -> np.ndarray:
@@ -82,25 +84,27 @@ def _bits(array: np.ndarray) -> np.ndarray:
 def allocate(device: Device, argument: BufferArgument, inputs_dir: Path, sanitizer: bool) -> Buffer:
     """Allocate one buffer with its margins: inputs filled from their file, everything else poisoned.
 
-    The contents are composed on the host and copied over in one transfer: a fill or compare on
-    the device would need a kernel compiled in every harness (no kernel cache is shared
-    between sandboxes).
+    Poison and zeros are set on the device (a memset); only an input's own data crosses from the
+    host, straight from its file's pages; an input the kernel must not change is digested where it
+    lies, before and after the call, rather than copied back to compare.
     """
-    unsigned, bits = POISON_BITS[argument.dtype]
-    itemsize = np.dtype(argument.dtype).itemsize
-    margin = 0 if sanitizer else MARGIN_BYTES // itemsize
-    given = np.full(argument.allocate + 2 * margin, bits, dtype=unsigned).view(argument.dtype)
-    inside = slice(margin, margin + argument.allocate)
+    _, bits = POISON_BITS[argument.dtype]
+    dtype = np.dtype(argument.dtype)
+    margin = 0 if sanitizer else MARGIN_BYTES // dtype.itemsize
+    allocation = device.allocate(argument.allocate + 2 * margin, dtype)
+    device.fill(allocation, 0, argument.allocate + 2 * margin, bits)
     if argument.role == "input":
-        data = np.load(inputs_dir / f"{argument.name}.npy").ravel()
-        given[margin: margin + data.size] = data
+        device.write(allocation, margin, np.load(inputs_dir / f"{argument.name}.npy", mmap_mode="r").ravel())
     elif argument.role == "scratch" and argument.init == "zeros":
-        given[inside] = 0
+        device.fill(allocation, margin, argument.allocate, 0)
     elif argument.role == "scratch" and argument.init == "leftover":
         # Finite, deterministic garbage: code that assumes zeros fails the same way on every run.
         rng = np.random.default_rng([LEFTOVER_SEED, len(argument.name)])
-        given[inside] = rng.uniform(-1e3, 1e3, argument.allocate).astype(argument.dtype)
-    return Buffer(argument.name, device.upload(given), given, margin)
+        device.write(allocation, margin, rng.uniform(-1e3, 1e3, argument.allocate).astype(dtype))
+    buffer = Buffer(argument.name, allocation, argument.allocate, margin, bits)
+    if argument.role == "input" and not argument.mutable:
+        buffer.before = device.digest(allocation, margin, argument.allocate)
+    return buffer
 
 
 def load_library(device: Device, path: str, progress: Progress, index: int) -> Any:
@@ -132,15 +136,14 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
         if not isinstance(argument, BufferArgument) or argument.null:
             continue
         buffer = buffers.pop(argument.name)
-        after = device.to_host(buffer.allocation)
-        if outside := buffer.outside_writes(after):
+        if outside := buffer.outside_writes(device):
             out_of_bounds.append(outside)
-        if argument.role == "input" and not argument.mutable and buffer.inside_changed(after):
+        if buffer.inside_changed(device):
             modified.append(buffer.name)  # the next case, or the caller in the real program, would read garbage
         if argument.role == "output":
-            inside = after[buffer.margin: buffer.margin + int(np.prod(argument.shape))]
+            inside = buffer.inside(device, int(np.prod(argument.shape)))
             np.save(output_dir / f"{buffer.name}.npy", inside.reshape(argument.shape))
-        del buffer, after
+        del buffer
     device.release()
     limit = plan.device_memory_limit
     if limit and (held := device.held_bytes()) is not None and held > limit:
@@ -154,7 +157,7 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
 
 def open_device(plan: Plan) -> Device:
     """The plan's target's device, from its harness half."""
-    return importlib.import_module(plan.device_module).open_device(plan.sanitizer)
+    return importlib.import_module(plan.device_module).open_device(plan.sanitizer, plan.device_code)
 
 
 def main(argv: list[str]) -> int:

@@ -94,6 +94,7 @@ class Plan:
     sanitizer: bool  # under compute-sanitizer: no margins, one device allocation per buffer (it checks each end)
     device_memory_limit: int | None  # bytes a call may keep allocated on the device after it returns
     calls: tuple[PlannedCall, ...]
+    device_code: str = ""  # the harness's own device code from the target (CUDA: its checksum kernel's PTX)
 
     def to_json(self) -> str:
         document = asdict(self)

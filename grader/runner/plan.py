@@ -24,9 +24,11 @@ class Call:
 
 def plan_for(assignment: Assignment, calls: list[Call], outbox: Path, sanitizer: bool) -> Plan:
     """Every call of a run, each writing its outputs to its own folder of the sandbox's `outbox`."""
-    return Plan(target=assignment.target, device_module=target_of(assignment).device_module, sanitizer=sanitizer,
+    target = target_of(assignment)
+    return Plan(target=assignment.target, device_module=target.device_module, sanitizer=sanitizer,
                 device_memory_limit=device_memory_limit(assignment),
-                calls=tuple(planned(call, outbox / str(index)) for index, call in enumerate(calls)))
+                calls=tuple(planned(call, outbox / str(index)) for index, call in enumerate(calls)),
+                device_code=target.device_code())
 
 
 def planned(call: Call, output_dir: Path) -> PlannedCall:

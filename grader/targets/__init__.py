@@ -56,7 +56,7 @@ class Target(Protocol):
     needs_gpu: bool  # its kernels run on a GPU: run slots per GPU, the GPU visible in the sandbox
     compute_sanitizer: bool  # compute-sanitizer can check its kernels
     python_packages: tuple[str, ...]  # what its harness half imports: made visible inside the sandbox
-    device_module: str  # its harness half, a module with `open_device(sanitizer: bool) -> Device`
+    device_module: str  # its harness half, a module with `open_device(sanitizer: bool, device_code: str) -> Device`
     shim_file: str  # the generated file a build gets beside the sources
 
     def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
@@ -84,6 +84,10 @@ class Target(Protocol):
         """None if this machine can run the target's kernels, else why not, in a student's words."""
         ...
 
+    def device_code(self) -> str:
+        """The harness's own device code (CUDA: PTX of its checksum kernel), handed over in the plan; "" if none."""
+        ...
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -108,12 +112,24 @@ class Device(Protocol):
         """Load a built library (the harness reports a crash in here as one while loading)."""
         ...
 
-    def upload(self, given: np.ndarray) -> Any:
-        """A new allocation on the device holding a copy of `given`."""
+    def allocate(self, count: int, dtype: np.dtype) -> Any:
+        """A new allocation of `count` elements on the device (its contents undefined until filled)."""
         ...
 
-    def to_host(self, allocation: Any) -> np.ndarray:
-        """An allocation's contents on the host."""
+    def fill(self, allocation: Any, start: int, count: int, bits: int) -> None:
+        """Elements start..start+count all set to the raw bit pattern `bits` (on the device: no host copy)."""
+        ...
+
+    def write(self, allocation: Any, start: int, data: np.ndarray) -> None:
+        """`data` copied into the allocation from element `start` on."""
+        ...
+
+    def read(self, allocation: Any, start: int, count: int) -> np.ndarray:
+        """Elements start..start+count, on the host."""
+        ...
+
+    def digest(self, allocation: Any, start: int, count: int) -> int:
+        """A checksum of elements start..start+count, computed where they are: any changed element changes it."""
         ...
 
     def call(self, library: Any, arguments: list[tuple[Argument, Any]]) -> Completion:

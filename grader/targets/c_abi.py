@@ -10,6 +10,8 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from grader.protocol import SCALAR_DTYPES, ScalarArgument
 from grader.targets import Completion
 
@@ -47,7 +49,8 @@ class SharedLibraryDevice:
                 values.append(None)
             else:
                 argtypes.append(ctypes.c_void_p)
-                values.append(ctypes.c_void_p(self.pointer(buffer.allocation) + buffer.margin * buffer.given.itemsize))
+                itemsize = np.dtype(argument.dtype).itemsize
+                values.append(ctypes.c_void_p(self.pointer(buffer.allocation) + buffer.margin * itemsize))
         wall_ms, device_ms = ctypes.c_double(-1), ctypes.c_double(-1)
         error = ctypes.create_string_buffer(ERROR_CAPACITY)
         function.argtypes = [*argtypes, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double),

@@ -41,6 +41,9 @@ class CompiledTarget:
     def unavailable_reason(self) -> str | None:
         return None  # the CPU runs it
 
+    def device_code(self) -> str:
+        return ""
+
     def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
         compiler = self.compiler()
         try:

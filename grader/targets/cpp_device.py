@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import platform
 from typing import Any
 
@@ -19,11 +20,21 @@ class HostDevice(SharedLibraryDevice):
     def free_bytes(self) -> int | None:
         return None
 
-    def upload(self, given: np.ndarray) -> np.ndarray:
-        return given.copy()
+    def allocate(self, count: int, dtype: np.dtype) -> np.ndarray:
+        return np.empty(count, dtype=dtype)
 
-    def to_host(self, allocation: Any) -> np.ndarray:
-        return allocation  # already on the host: read it in place
+    def fill(self, allocation: np.ndarray, start: int, count: int, bits: int) -> None:
+        allocation[start: start + count].view(f"u{allocation.itemsize}")[:] = bits
+
+    def write(self, allocation: np.ndarray, start: int, data: np.ndarray) -> None:
+        allocation[start: start + data.size] = data.ravel()
+
+    def read(self, allocation: np.ndarray, start: int, count: int) -> np.ndarray:
+        return allocation[start: start + count].copy()
+
+    def digest(self, allocation: np.ndarray, start: int, count: int) -> int:
+        return int.from_bytes(hashlib.blake2b(allocation[start: start + count].tobytes(), digest_size=16).digest(),
+                              "little")
 
     def pointer(self, allocation: Any) -> int:
         return allocation.ctypes.data
@@ -35,6 +46,6 @@ class HostDevice(SharedLibraryDevice):
         return None
 
 
-def open_device(sanitizer: bool) -> HostDevice:
-    """The harness's device; `sanitizer` changes nothing on the CPU (compute-sanitizer is CUDA's)."""
+def open_device(sanitizer: bool, device_code: str = "") -> HostDevice:
+    """The harness's device; `sanitizer` changes nothing on the CPU (compute-sanitizer is CUDA's), nor has it device code."""
     return HostDevice()

@@ -40,6 +40,14 @@ class Driver:
         "cuMemFree_v2": [_pointer],
         "cuMemcpyHtoD_v2": [_pointer, ctypes.c_void_p, _size],
         "cuMemcpyDtoH_v2": [ctypes.c_void_p, _pointer, _size],
+        "cuMemsetD8_v2": [_pointer, ctypes.c_ubyte, _size],
+        "cuMemsetD32_v2": [_pointer, ctypes.c_uint, _size],
+        "cuModuleLoadData": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p],
+        "cuModuleGetFunction": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p],
+        "cuLaunchKernel": [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+                           ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                           ctypes.c_void_p],
+        "cuCtxSynchronize": [],
         "cuMemGetInfo_v2": [ctypes.POINTER(_size), ctypes.POINTER(_size)],
         "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
     }
@@ -60,21 +68,21 @@ class Driver:
 
 @dataclass
 class Allocation:
-    """One buffer's device memory (address 0 for an empty buffer) and what it holds."""
+    """One buffer's device memory (address 0 for an empty buffer)."""
 
     address: int
-    shape: tuple[int, ...]
+    count: int
     dtype: np.dtype
 
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+DIGEST_BLOCKS, DIGEST_THREADS = 264, 256  # 2 blocks per SM of an H200: a 150 MB buffer in well under 1 ms
+CHUNK_BYTES = 64 << 20  # a fill the driver can't do as one memset is composed on the host this much at a time
 
 
 class CudaDevice(SharedLibraryDevice):
     """GPU 0 of the harness (the one the sandbox shows it), its primary context made current."""
 
-    def __init__(self) -> None:
+    def __init__(self, device_code: str = "") -> None:
         self.driver = Driver()
         self.driver("cuInit", 0)
         device = ctypes.c_int()
@@ -86,6 +94,7 @@ class CudaDevice(SharedLibraryDevice):
         self.driver("cuDeviceGetName", name, len(name), device)
         self.name = name.value.decode(errors="replace")
         self.allocations: list[Allocation] = []  # freed by release(), after the outputs are read back
+        self.digest_kernel = self._load_digest(device_code) if device_code else None
         # What the device holds before any student code ran (this context included).
         self.baseline_used = self._used_bytes()
 
@@ -120,24 +129,69 @@ class CudaDevice(SharedLibraryDevice):
                 raise RuntimeError("cublasCreate failed: the grading machine cannot start cuBLAS")
         return library
 
-    def upload(self, given: np.ndarray) -> Allocation:
-        # One allocation per buffer, so that compute-sanitizer knows each buffer's true end, and one
-        # host-to-device copy of contents composed on the host.
-        allocation = Allocation(0, given.shape, given.dtype)
-        if allocation.nbytes:
+    def _load_digest(self, ptx: str) -> ctypes.c_void_p:
+        module, function = ctypes.c_void_p(), ctypes.c_void_p()
+        self.driver("cuModuleLoadData", ctypes.byref(module), ptx.encode() + b"\0")
+        self.driver("cuModuleGetFunction", ctypes.byref(function), module, b"kg_digest")
+        return function
+
+    def allocate(self, count: int, dtype: np.dtype) -> Allocation:
+        # One allocation per buffer, so that compute-sanitizer knows each buffer's true end.
+        allocation = Allocation(0, count, np.dtype(dtype))
+        if count:
             address = _pointer()
-            self.driver("cuMemAlloc_v2", ctypes.byref(address), allocation.nbytes)
+            self.driver("cuMemAlloc_v2", ctypes.byref(address), count * allocation.dtype.itemsize)
             allocation.address = address.value
             self.allocations.append(allocation)
-            contiguous = np.ascontiguousarray(given)
-            self.driver("cuMemcpyHtoD_v2", allocation.address, contiguous.ctypes.data, allocation.nbytes)
         return allocation
 
-    def to_host(self, allocation: Allocation) -> np.ndarray:
-        host = np.empty(allocation.shape, dtype=allocation.dtype)
-        if allocation.nbytes:
-            self.driver("cuMemcpyDtoH_v2", host.ctypes.data, allocation.address, allocation.nbytes)
+    def _at(self, allocation: Allocation, start: int) -> int:
+        return allocation.address + start * allocation.dtype.itemsize
+
+    def fill(self, allocation: Allocation, start: int, count: int, bits: int) -> None:
+        """A memset on the device where the pattern allows (4-byte elements, or zeros), else host chunks."""
+        if count <= 0:
+            return
+        itemsize = allocation.dtype.itemsize
+        if bits == 0:
+            self.driver("cuMemsetD8_v2", self._at(allocation, start), 0, count * itemsize)
+        elif itemsize == 4:
+            self.driver("cuMemsetD32_v2", self._at(allocation, start), bits, count)
+        else:
+            unsigned = np.dtype(f"u{itemsize}")
+            step = max(1, CHUNK_BYTES // itemsize)
+            for offset in range(0, count, step):
+                chunk = np.full(min(step, count - offset), bits, dtype=unsigned).view(allocation.dtype)
+                self.write(allocation, start + offset, chunk)
+
+    def write(self, allocation: Allocation, start: int, data: np.ndarray) -> None:
+        contiguous = np.ascontiguousarray(data, dtype=allocation.dtype)
+        if contiguous.size:
+            self.driver("cuMemcpyHtoD_v2", self._at(allocation, start), contiguous.ctypes.data, contiguous.nbytes)
+
+    def read(self, allocation: Allocation, start: int, count: int) -> np.ndarray:
+        host = np.empty(max(0, count), dtype=allocation.dtype)
+        if host.size:
+            self.driver("cuMemcpyDtoH_v2", host.ctypes.data, self._at(allocation, start), host.nbytes)
         return host
+
+    def digest(self, allocation: Allocation, start: int, count: int) -> int:
+        """kg_digest over the elements' 32-bit words, on the GPU; without the kernel, copied back and hashed."""
+        if self.digest_kernel is None:
+            return hash(self.read(allocation, start, count).tobytes())
+        words = count * allocation.dtype.itemsize // 4
+        total = self.allocate(1, np.dtype(np.uint64))
+        try:
+            self.fill(total, 0, 1, 0)
+            arguments = [_pointer(self._at(allocation, start)), ctypes.c_uint64(words), _pointer(total.address)]
+            pointers = (ctypes.c_void_p * len(arguments))(*[ctypes.addressof(a) for a in arguments])
+            self.driver("cuLaunchKernel", self.digest_kernel, DIGEST_BLOCKS, 1, 1, DIGEST_THREADS, 1, 1, 0, None,
+                        pointers, None)
+            self.driver("cuCtxSynchronize")
+            return int(self.read(total, 0, 1)[0])
+        finally:
+            self.allocations.remove(total)
+            self.driver("cuMemFree_v2", total.address)
 
     def pointer(self, allocation: Allocation) -> int:
         return allocation.address
@@ -159,6 +213,6 @@ def gpu_count() -> int:
     return count.value
 
 
-def open_device(sanitizer: bool) -> CudaDevice:
+def open_device(sanitizer: bool, device_code: str = "") -> CudaDevice:
     """The harness's GPU (the same under compute-sanitizer: every buffer is its own allocation)."""
-    return CudaDevice()
+    return CudaDevice(device_code)
