@@ -23,7 +23,7 @@ from pathlib import Path
 
 from grader.pipeline import Options, default_cache_dir, grade
 from grader.results import CaseResult
-from grader.samples import Variant, compose, variants
+from grader.samples import Sample, compose, variants
 from grader.spec import load_assignment
 
 MARGIN = 3.0  # correct code within 1/MARGIN of the tolerance; a bug at least MARGIN times past it
@@ -76,7 +76,7 @@ def _case_figures(case: CaseResult) -> dict:
             "never_written": case.never_written, "atol": case.atol, "rtol": case.rtol}
 
 
-def measure(assignment, variant: Variant, options: Options) -> tuple[list[Row], str, str | None]:
+def measure(assignment, variant: Sample, options: Options) -> tuple[list[Row], str, str | None]:
     """Grade one variant (its kernel, or all of them for a whole submission).
 
     Returns its rows, the device, and why nothing ran where nothing did (no GPU here), else None.

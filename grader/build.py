@@ -8,6 +8,7 @@ kernel is compiled, and how forbidden things are found in it, is its target's (`
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.cache import content_key, publish_file
+from grader.evidence import LibraryEvidence, evidence_of
 from grader.sandbox import Limits, Mounts, Sandbox
 from grader.sources import KernelSources, Sources, gather_sources
 from grader.spec import Assignment, Kernel
@@ -47,6 +49,10 @@ class Artifact:
     # What the library was built from: the submission's files, then the provided ones; one that is
     # not the submission's own at its path says whence it came (`SourceFile.described`).
     files: tuple[str, ...] = ()
+    # A variant's kernel: what its library shows of the technique (where the variant asks for
+    # evidence), and the required symbols it does not call (where it is one the variant must change).
+    evidence: LibraryEvidence | None = None
+    missing_symbols: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -68,10 +74,32 @@ def build_submission(
     if isinstance(sources, Path):
         sources = gather_sources(assignment, sources, selected)
     toolchain = toolchain_for(assignment.target, cuda_arch)
+    # Kernels built from the same files (a variant's copy of a kernel its folder leaves alone) share one
+    # build: one of each compiles first, the others then find it in the cache.
+    first: dict[str, Kernel] = {}
+    for kernel in selected:
+        first.setdefault(build_key(assignment, kernel, sources.of(kernel.name), toolchain, sandbox) or kernel.name,
+                         kernel)
+    leading = {k.name for k in first.values()}
+    rest = [k for k in selected if k.name not in leading]
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        artifacts = pool.map(lambda k: build_kernel(assignment, k, sources.of(k.name), cache_dir, toolchain, sandbox),
-                             selected)
-        return {a.kernel: a for a in artifacts}
+        artifacts = {}
+        for batch in (list(first.values()), rest):
+            artifacts.update({a.kernel: a for a in pool.map(
+                lambda k: build_kernel(assignment, k, sources.of(k.name), cache_dir, toolchain, sandbox), batch)})
+        return {k.name: artifacts[k.name] for k in selected}
+
+
+def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, toolchain: Toolchain,
+              sandbox: Sandbox | None = None) -> str | None:
+    """The build's cache key: its files, shim, compile command and toolchain; None where there is nothing to build."""
+    if sources.problem:
+        return None
+    target = target_of(assignment)
+    command = target.compile_command(assignment, kernel, toolchain, library_flags(assignment.libraries, toolchain))
+    # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
+    return _build_key(sources.contents, target.shim_source(kernel),
+                      command + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
 
 
 def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources, cache_dir: Path,
@@ -85,9 +113,8 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
     target = target_of(assignment)
     shim = target.shim_source(kernel)
     command = target.compile_command(assignment, kernel, toolchain, library_flags(assignment.libraries, toolchain))
-    # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
-    key = _build_key(files, shim, command + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
-    folder = cache_dir / "builds" / key
+    key = build_key(assignment, kernel, sources, toolchain, sandbox)
+    folder = cache_dir / "builds" / str(key)
     record = folder / "build.json"
     if record.is_file():
         try:
@@ -95,25 +122,52 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
             status = BuildStatus(saved["status"])
             library = folder / LIBRARY_FILE if status == BuildStatus.BUILT else None
             if library is None or library.is_file():
-                return Artifact(kernel.name, status, library, saved["message"],
-                                tuple(saved["forbidden_symbols"]), True, time.perf_counter() - started, built_from)
-        except (ValueError, KeyError):
+                found = _library_facts(assignment, kernel, folder, saved) if library else {"forbidden_symbols": ()}
+                return Artifact(kernel.name, status, library, saved["message"], cached=True,
+                                seconds=time.perf_counter() - started, files=built_from, **found)
+        except (ValueError, KeyError, TypeError):
             pass  # a damaged cache entry is rebuilt, not trusted
-    with tempfile.TemporaryDirectory(prefix=f"kg-build-{kernel.name}-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=f"kg-build-{kernel.name.replace('/', '-')}-") as scratch:
         workdir = Path(scratch)
         for relative, content in files.items():
             (workdir / relative).parent.mkdir(parents=True, exist_ok=True)
             (workdir / relative).write_bytes(content)
         (workdir / target.shim_file).write_text(shim)
         status, message = _compile_in(sandbox, command, workdir) if sandbox else _compile(command, workdir)
-        forbidden: tuple[str, ...] = ()
         folder.mkdir(parents=True, exist_ok=True)
-        if status == BuildStatus.BUILT:
-            forbidden = target.forbidden_in(workdir / LIBRARY_FILE, kernel.forbidden_symbols)
-        save_build(folder, workdir / LIBRARY_FILE if status == BuildStatus.BUILT else None,
-                   {"status": status.value, "message": message, "forbidden_symbols": forbidden})
+        built = {"status": status.value, "message": message}
+        save_build(folder, workdir / LIBRARY_FILE if status == BuildStatus.BUILT else None, built)
     library = folder / LIBRARY_FILE if status == BuildStatus.BUILT else None
-    return Artifact(kernel.name, status, library, message, forbidden, False, time.perf_counter() - started, built_from)
+    found = _library_facts(assignment, kernel, folder, built) if library else {"forbidden_symbols": ()}
+    return Artifact(kernel.name, status, library, message, cached=False, seconds=time.perf_counter() - started,
+                    files=built_from, **found)
+
+
+def _library_facts(assignment: Assignment, kernel: Kernel, folder: Path, saved: dict[str, Any]) -> dict[str, Any]:
+    """What the built library in `folder` shows that the spec asks about: its forbidden symbols, and for a
+    variant's kernel its evidence and missing required symbols. Kept in the build's record, so that a
+    cached build is read once per question: a variant whose file is unchanged shares the base's build,
+    and may forbid other symbols than the base."""
+    target, library = target_of(assignment), folder / LIBRARY_FILE
+    record = dict(saved)
+    patterns = json.dumps(list(kernel.forbidden_symbols))
+    forbidden = dict(record.get("forbidden_by_patterns") or {})  # patterns (JSON) -> the symbols they match
+    if patterns not in forbidden:
+        forbidden[patterns] = list(target.forbidden_in(library, kernel.forbidden_symbols))
+        record["forbidden_by_patterns"] = forbidden
+    facts: dict[str, Any] = {"forbidden_symbols": tuple(forbidden[patterns])}
+    variant = assignment.variant(kernel.variant) if kernel.variant else None
+    if variant is not None and variant.evidence:
+        if "evidence" not in record:  # cuobjdump: seconds on a big library, so only where a variant asks
+            record["evidence"] = evidence_of(library).to_dict()
+        facts["evidence"] = LibraryEvidence.from_dict({**record["evidence"], "library": str(library)})
+    if variant is not None and variant.required_symbols and variant.must_change_kernel(assignment.kernel(kernel.base)):
+        called = target.forbidden_in(library, variant.required_symbols)  # the undefined symbols that match
+        facts["missing_symbols"] = tuple(p for p in variant.required_symbols
+                                         if not any(fnmatch.fnmatchcase(c, p) for c in called))
+    if record != saved:
+        publish_file(folder / "build.json", json.dumps(record).encode())
+    return facts
 
 
 def save_build(folder: Path, library: Path | None, record: dict[str, Any]) -> None:

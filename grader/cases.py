@@ -55,16 +55,17 @@ def read_secret(secret_file: Path | None = None) -> str | None:
 
 
 def case_rng(assignment: Assignment, kernel: Kernel, case: Case, seed: Seed) -> np.random.Generator:
-    key = f"{assignment.name}/{assignment.version}/{kernel.name}/{case.name}/{seed.public}/{seed.secret or ''}"
+    # By the base kernel's name: a variant's copy of a kernel ("req_0/matmul") gets the base's very inputs.
+    key = f"{assignment.name}/{assignment.version}/{kernel.base}/{case.name}/{seed.public}/{seed.secret or ''}"
     return np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little"))
 
 
 def make_case_inputs(assignment: Assignment, kernel: Kernel, case: Case, seed: Seed) -> dict[str, np.ndarray]:
     """Run the pack's generator and check it returned exactly the input buffers the spec declares."""
     make_inputs = assignment.make_inputs()
-    where = f"{assignment.root / 'inputs.py'}: make_inputs({kernel.name!r}, case {case.name!r})"
+    where = f"{assignment.inputs_file}: make_inputs({kernel.base!r}, case {case.name!r})"
     try:
-        arrays = make_inputs(kernel.name, dict(case.params), case_rng(assignment, kernel, case, seed))
+        arrays = make_inputs(kernel.base, dict(case.params), case_rng(assignment, kernel, case, seed))
     except Exception as error:
         raise SpecError(f"{where} raised {type(error).__name__}: {error}") from error
     expected = {b.name for b in kernel.buffers_with("input")}
@@ -82,8 +83,8 @@ def make_case_inputs(assignment: Assignment, kernel: Kernel, case: Case, seed: S
 
 def inputs_key(assignment: Assignment, kernel: Kernel, case: Case, seed: Seed) -> str:
     """Content key of one case's inputs: the generator's source, the case and the seed."""
-    return content_key((assignment.root / "inputs.py").read_bytes(),
-                       json.dumps([assignment.name, assignment.version, kernel.name, case.name, case.params],
+    return content_key(assignment.inputs_file.read_bytes(),
+                       json.dumps([assignment.name, assignment.version, kernel.base, case.name, case.params],
                                   sort_keys=True), seed.fingerprint)
 
 

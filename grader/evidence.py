@@ -17,6 +17,7 @@ missing cuobjdump gives evidence with a note in words. Reading a library runs no
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from grader.targets.cuda import TARGET as CUDA
 
@@ -126,6 +127,26 @@ class LibraryEvidence:
     def uses_warp_shuffles(self) -> bool:
         return any(f.warp_shuffles for f in self.functions)
 
+    def shows(self, kind: str) -> bool | None:
+        """Whether it shows the technique `kind` (a spec's evidence name); None where that could not be read."""
+        if kind == "tensor_cores":
+            return self.uses_tensor_cores if self.sass_read else None
+        if kind == "shared_memory":
+            return self.uses_shared_memory if self.functions else None
+        if kind == "cublas":
+            return self.calls_cublas if self.readable else None
+        raise ValueError(f"unknown evidence {kind!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, as a build's record keeps it."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LibraryEvidence:
+        functions = tuple(FunctionEvidence(**{**f, "tensor_core_forms": tuple(f.get("tensor_core_forms", ()))})
+                          for f in data.get("functions", ()))
+        return cls(**{**data, "functions": functions, "cublas_symbols": tuple(data.get("cublas_symbols", ()))})
+
 
 @dataclass(frozen=True)
 class EvidenceSummary:
@@ -175,6 +196,13 @@ def evidence_of(library: Path) -> LibraryEvidence:
                      if any("Fatbin ptx code" in line for line in resources)
                      else "no CUDA functions in the library's device code")
     return LibraryEvidence(str(library), functions, cublas, sass is not None and bool(functions), "; ".join(notes))
+
+
+# Each kind of evidence a spec may ask for: in words ("no tensor-core instruction"), and its report sentences.
+EVIDENCE_WORDS = {"tensor_cores": "tensor-core instruction", "shared_memory": "shared-memory use",
+                  "cublas": "call into cuBLAS"}
+SENTENCES_OF = {"tensor_cores": ("tensor_cores",), "shared_memory": ("shared_memory", "registers"),
+                "cublas": ("cublas",)}
 
 
 def summarize_evidence(by_kernel: Mapping[str, LibraryEvidence]) -> EvidenceSummary:

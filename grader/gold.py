@@ -48,31 +48,37 @@ def gold_outputs(
     assignment: Assignment, selection: list[tuple[Kernel, Case, Path]], cache_dir: Path, sandbox: Sandbox,
     cuda_arch: str | None = None,
 ) -> dict[GoldKey, dict[str, np.ndarray]]:
-    """Gold for each (kernel, case, inputs folder): from the cache, or computed as the spec says."""
+    """Gold for each (kernel, case, inputs folder): from the cache, or computed as the spec says.
+
+    Keyed by (kernel name, case name); a variant's kernel shares its base kernel's gold.
+    """
     if assignment.gold == "numpy":
         return _numpy_gold(assignment, selection, cache_dir)
-    kernels = tuple({k.name: k for k, _, _ in selection}.values())
-    artifacts = build_submission(assignment, assignment.reference_dir, cache_dir, kernels, cuda_arch=cuda_arch)
+    # A variant's copy of a kernel ("req_0/matmul") has its base's gold: the reference's base kernel on the same inputs.
+    bases = {k.base: assignment.kernel(k.base) for k, _, _ in selection}
+    artifacts = build_submission(assignment, assignment.reference_dir, cache_dir, tuple(bases.values()),
+                                 cuda_arch=cuda_arch)
     for artifact in artifacts.values():
         if artifact.status != BuildStatus.BUILT:
             raise GoldError(f"{assignment.reference_dir}: the reference kernel '{artifact.kernel}' does not build:\n"
                             f"{artifact.message}")
-    folders = {(k.name, c.name): _gold_folder(cache_dir, artifacts[k.name], inputs) for k, c, inputs in selection}
-    missing = [(k, c, i) for k, c, i in selection if not is_complete(folders[(k.name, c.name)])]
+    unique = {(k.base, c.name): (bases[k.base], c, inputs) for k, c, inputs in selection}
+    folders = {key: _gold_folder(cache_dir, artifacts[key[0]], inputs) for key, (_, _, inputs) in unique.items()}
+    missing = [entry for key, entry in unique.items() if not is_complete(folders[key])]
     if missing:
         _compute(assignment, missing, artifacts, folders, sandbox)
-    return {(k.name, c.name): _checked_gold(assignment, k, c, folders[(k.name, c.name)]) for k, c, _ in selection}
+    return {(k.name, c.name): _checked_gold(assignment, k, c, folders[(k.base, c.name)]) for k, c, _ in selection}
 
 
 def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path]],
                 cache_dir: Path) -> dict[GoldKey, dict[str, np.ndarray]]:
     """Gold from numpy_reference.py, in float64, computed in this process (pack code, not student code)."""
-    source = assignment.root / "numpy_reference.py"
+    source = assignment.numpy_reference_file
     version = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     truth = None
     gold = {}
     for kernel, case, inputs in selection:
-        folder = cache_dir / "gold" / content_key("numpy", version, kernel.name, inputs.name)
+        folder = cache_dir / "gold" / content_key("numpy", version, kernel.base, inputs.name)
         if not is_complete(folder):
             truth = truth or assignment.numpy_reference()
             outputs = _call_numpy_reference(assignment, truth, kernel, case, inputs)
@@ -87,10 +93,10 @@ def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path
 
 def _call_numpy_reference(assignment: Assignment, truth, kernel: Kernel, case: Case,
                           inputs: Path) -> dict[str, np.ndarray]:
-    where = f"{assignment.root / 'numpy_reference.py'}: {kernel.name}(case {case.name!r})"
-    function = getattr(truth, kernel.name, None)
+    where = f"{assignment.numpy_reference_file}: {kernel.base}(case {case.name!r})"
+    function = getattr(truth, kernel.base, None)
     if not callable(function):
-        raise SpecError(f"{assignment.root / 'numpy_reference.py'}: expected a function named '{kernel.name}'")
+        raise SpecError(f"{assignment.numpy_reference_file}: expected a function named '{kernel.base}'")
     arrays = {name: (None if name in case.null else array) for name, array in load_inputs(inputs).items()}
     try:
         outputs = function(**arrays, **case.params)

@@ -25,8 +25,8 @@ from grader.results import Environment, Result, Submission, SubmissionStatus
 from grader.sanitizer import SanitizerReport, sanitizer_check
 from grader.runner import Call, CallOutcome, harnesses_for, limits_for, run_calls, submission_budget
 from grader.sandbox import sandbox_named
-from grader.scoring import case_result, score_kernel
-from grader.sources import gather_sources
+from grader.scoring import case_result, score_kernel, score_variants
+from grader.sources import VariantSources, gather_sources
 from grader.spec import Assignment, Case, Kernel
 from grader.status import BuildStatus, CallStatus
 from grader.targets import target_of
@@ -77,6 +77,7 @@ class Built:
     selection: list[tuple[Kernel, Case, Path]]
     seed: Seed
     stages: StageTimes  # so far
+    variants: tuple[VariantSources, ...] = ()  # what the sources stage found of the selected kernels' variant folders
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def build_stage(path: Path | Checkout, assignment: Assignment, options: Options)
     lap = _Segment()
     checkout = checkout_folder(path)
     lap("fetch")
-    kernels = tuple(assignment.kernel(n) for n in options.kernels) if options.kernels else assignment.kernels
+    kernels = assignment.select(options.kernels)
     sources = gather_sources(assignment, checkout.root, kernels, upload=options.upload)
     lap("sources")
     # The compiler reads the student's sources: it runs in the same sandbox as their code.
@@ -135,7 +136,7 @@ def build_stage(path: Path | Checkout, assignment: Assignment, options: Options)
     lap("build")
     seed, selection = _selection(assignment, kernels, options)
     lap("inputs")
-    return Built(checkout, kernels, artifacts, selection, seed, lap.times())
+    return Built(checkout, kernels, artifacts, selection, seed, lap.times(), sources.variants)
 
 
 def run_stage(built: Built, assignment: Assignment, options: Options) -> Result:
@@ -237,6 +238,7 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
                              kernel.tolerance_for(case)) for case in (c for k, c, _ in selection if k is kernel)]
         kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name),
                                            ran.logs.get(kernel.name, "")))
+    kernel_results, variants = score_variants(assignment, kernel_results, ran.built.variants, artifacts)
     lap("compare_and_score")
 
     return Result(
@@ -244,8 +246,9 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         assignment_version=assignment.version,
         title=assignment.title,
         score=round(sum(k.score for k in kernel_results), 6),
-        max_score=sum(k.max_score for k in kernel_results),
+        max_score=round(sum(k.max_score for k in kernel_results), 6),
         kernels=kernel_results,
+        variants=variants,
         submission=Submission(str(checkout.root), checkout.commit, checkout.commit_time, checkout.dirty),
         environment=_environment(assignment, options, sandbox, ran.device, ran.sandbox_enforced,
                                  ran.harnesses_at_once),
@@ -259,18 +262,17 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
 
 def prepare_gold(assignment: Assignment, options: Options) -> None:
     """Compute every case's inputs and gold once, before a batch fans out (they are cached by content)."""
-    kernels = tuple(assignment.kernel(n) for n in options.kernels) if options.kernels else assignment.kernels
-    _, selection = _selection(assignment, kernels, options)
+    _, selection = _selection(assignment, assignment.select(options.kernels), options)
     gold_outputs(assignment, selection, options.cache_dir, sandbox_named(options.sandbox), options.cuda_arch)
 
 
 def not_graded(assignment: Assignment, options: Options, status: SubmissionStatus, message: str,
                submission: Submission) -> Result:
     """The result of a submission with nothing to grade (`not_submitted`) or that the grader failed on (`error`)."""
-    kernels = tuple(assignment.kernel(n) for n in options.kernels) if options.kernels else assignment.kernels
+    kernels = assignment.select(options.kernels)
     return Result(
         assignment=assignment.name, assignment_version=assignment.version, title=assignment.title, score=0.0,
-        max_score=sum(k.weight for k in kernels), kernels=[], submission=submission,
+        max_score=round(sum(k.weight for k in kernels), 6), kernels=[], submission=submission,
         environment=_environment(assignment, options, sandbox_named(options.sandbox), ""), stages={},
         seed={}, public_only=options.public_only, graded_at=_now(), status=status, message=message,
     )

@@ -94,6 +94,7 @@ class KernelResult:
     forbidden_symbols: list[str] = field(default_factory=list)  # what it needs that the spec forbids
     built_from: list[str] = field(default_factory=list)  # the files its library was compiled from
     log: str = ""  # the tail of its harnesses' stdout/stderr (instructors see it; students' reports don't)
+    variant: str | None = None  # an optimization variant's copy of a kernel ("req_0/matmul"): the variant's name
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", KernelStatus(self.status))
@@ -101,6 +102,41 @@ class KernelResult:
     @property
     def cases_passed(self) -> int:
         return sum(c.passed for c in self.cases)
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """One optimization variant: its folder laid over the base, graded on every kernel; the facts its flags come from.
+
+    Its kernels are the result's kernels whose `variant` is its name; their scores add up to `score`.
+    """
+
+    name: str
+    title: str
+    folder: str
+    weight: float
+    score: float
+    max_score: float
+    status: Outcome  # not_submitted: the folder is missing; else its kernels' outcome (failed if it lost points)
+    message: str
+    kernels: list[str] = field(default_factory=list)  # its kernels' names in the result ("req_0/matmul")
+    must_change: list[str] = field(default_factory=list)
+    unchanged_files: list[str] = field(default_factory=list)  # must_change files it lacks or leaves identical
+    # Per base kernel: the evidence kinds asked for that its library lacks, and the same for required
+    # symbols (must_change kernels only); why there is no evidence where it could not be read.
+    missing_evidence: dict[str, list[str]] = field(default_factory=dict)
+    missing_symbols: dict[str, list[str]] = field(default_factory=dict)
+    evidence_unread: dict[str, str] = field(default_factory=dict)
+    evidence: list[str] = field(default_factory=list)  # what the binaries show, a sentence per kind of evidence
+    penalty: float = 0.0  # points that missing evidence or symbols cost
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Outcome(self.status))
+
+    @property
+    def changes_nothing(self) -> bool:
+        """The folder changes none of the files the optimization must change (the unchanged-folder flag)."""
+        return bool(self.must_change) and set(self.must_change) <= set(self.unchanged_files)
 
 
 @dataclass(frozen=True)
@@ -161,6 +197,7 @@ class Result:
     message: str = ""  # why a submission was not graded (the git error, ...)
     raw_score: float | None = None  # before the late penalty; `score` is after it
     late: Late | None = None
+    variants: list[VariantResult] = field(default_factory=list)  # a pack's optimization variants, in its order
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -192,8 +229,9 @@ class Result:
             for k in data["kernels"]
         ]
         late = Late(**data["late"]) if data.get("late") else None
+        variants = [VariantResult(**v) for v in data.get("variants", [])]
         return cls(**{**data, "kernels": kernels, "submission": Submission(**data["submission"]),
-                      "environment": Environment(**data["environment"]), "late": late})
+                      "environment": Environment(**data["environment"]), "late": late, "variants": variants})
 
     @classmethod
     def from_json(cls, text: str) -> Result:

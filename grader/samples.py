@@ -24,7 +24,9 @@ ALL_KERNELS = "all"  # a VARIANT.toml's kernel for a whole submission (a course-
 
 
 @dataclass(frozen=True)
-class Variant:
+class Sample:
+    """One sample submission (not to be confused with a pack's optimization variants, `grader.spec.Variant`)."""
+
     name: str
     folder: Path
     kernel: str  # the kernel it changes, or "all" for a whole submission
@@ -38,7 +40,7 @@ class Variant:
         return self.kernel == ALL_KERNELS
 
 
-def variants(assignment: Assignment) -> list[Variant]:
+def variants(assignment: Assignment) -> list[Sample]:
     found = []
     for folder in sorted((VARIANTS_DIR / assignment.name).glob(f"*/{VARIANT_FILE}")):
         meta = tomllib.loads(folder.read_text())
@@ -46,13 +48,13 @@ def variants(assignment: Assignment) -> list[Variant]:
         if meta["expect"] not in {s.value for s in KernelStatus}:
             raise SpecError(f"{folder}: expect {meta['expect']!r} is not a kernel status "
                             f"(one of {', '.join(s.value for s in KernelStatus)})")
-        found.append(Variant(folder.parent.name, folder.parent, meta["kernel"], meta["kind"],
+        found.append(Sample(folder.parent.name, folder.parent, meta["kernel"], meta["kind"],
                              KernelStatus(meta["expect"]),
                              meta.get("why", ""), tuple(failed) if failed is not None else None))
     return found
 
 
-def compose(assignment: Assignment, variant: Variant | None, destination: Path) -> Path:
+def compose(assignment: Assignment, variant: Sample | None, destination: Path) -> Path:
     """A submission folder: the reference, with the variant's files (if any) replacing its own.
 
     The variant is laid over by the course's overlay rule (`grader.sources.overlay_files`), the

@@ -1,18 +1,24 @@
-"""Score one kernel from its build, its run outcomes and its verdicts, as the spec says.
+"""Score one kernel from its build, its run outcomes and its verdicts, as the spec says; then the variants.
 
 Partial credit is the fraction of cases passed, or all-or-nothing; a case that crashed or timed
 out costs that case (and the kernel's status says so); forbidden symbols deduct the spec's share of the kernel's weight.
+A variant's kernels are scored like any other, then as the variant says: all or nothing across
+them, and the share of its weight that missing evidence or a missing required symbol costs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from grader.build import Artifact
 from grader.compare import Verdict
-from grader.results import CaseResult, Deduction, KernelResult, Mismatch
+from grader.evidence import EVIDENCE_WORDS, SENTENCES_OF, summarize_evidence
+from grader.results import CaseResult, Deduction, KernelResult, Mismatch, VariantResult
 from grader.runner import CallOutcome
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
-from grader.spec import Case, Kernel, Tolerance
-from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus
+from grader.sources import VariantSources
+from grader.spec import Assignment, Case, Kernel, Tolerance, Variant
+from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 
 def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None,
@@ -69,7 +75,7 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     """
     build = {"build_seconds": round(artifact.seconds, 3), "build_cached": artifact.cached,
              "sanitizer": findings_of(sanitizer or []), "forbidden_symbols": list(artifact.forbidden_symbols),
-             "built_from": list(artifact.files), "log": log}
+             "built_from": list(artifact.files), "log": log, "variant": kernel.variant}
     if artifact.status == BuildStatus.COMPILE_ERROR:
         return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.COMPILE_ERROR, artifact.message, cases,
                             **build)
@@ -113,3 +119,115 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     return KernelResult(kernel.name, round(score, 6), kernel.weight, status,
                         f"{passed}/{len(cases)} cases passed; " + message if first_failure else message,
                         cases, deductions, **build)
+
+
+def score_variants(assignment: Assignment, results: list[KernelResult], folders: tuple[VariantSources, ...],
+                   artifacts: dict[str, Artifact]) -> tuple[list[KernelResult], list[VariantResult]]:
+    """The kernels' results with each variant's policy applied (all or nothing, evidence), and one result per variant.
+
+    folders: what the sources stage found of each variant's folder.
+    """
+    rescored = {r.name: r for r in results}
+    variants = []
+    for folder in folders:
+        variant = assignment.variant(folder.variant)
+        members = [r for r in results if r.variant == variant.name]
+        if members:
+            scored, outcome = _score_variant(assignment, variant, folder, members, artifacts)
+            rescored.update((r.name, r) for r in scored)
+            variants.append(outcome)
+    return [rescored[r.name] for r in results], variants
+
+
+def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSources, members: list[KernelResult],
+                   artifacts: dict[str, Artifact]) -> tuple[list[KernelResult], VariantResult]:
+    max_score = round(sum(m.max_score for m in members), 6)
+    facts = {"name": variant.name, "title": variant.title, "folder": variant.folder, "weight": variant.weight,
+             "max_score": max_score, "kernels": [m.name for m in members], "must_change": list(variant.must_change),
+             "unchanged_files": list(folder.unchanged)}
+    if not folder.submitted:
+        return members, VariantResult(score=0.0, status=Outcome.NOT_SUBMITTED, **facts,
+                                      message=f"{variant.folder}/ is not in the submission, so {variant.name} "
+                                              f"scores 0/{max_score:g}")
+    kernels = {m.name: assignment.kernel(m.name) for m in members}
+    built = {m.name: artifacts[m.name] for m in members if m.name in artifacts}
+    by_base = {kernels[name].base: a.evidence for name, a in built.items() if a.evidence is not None}
+    summary = summarize_evidence(by_base) if by_base else None
+    evidence = [getattr(summary, line) for kind in variant.evidence for line in SENTENCES_OF[kind]] if summary else []
+    missing_evidence: dict[str, list[str]] = {}
+    unread: dict[str, str] = {}
+    missing_symbols: dict[str, list[str]] = {}
+    for name, artifact in built.items():
+        base = kernels[name].base
+        if not variant.must_change_kernel(kernels[name]) or artifact.status != BuildStatus.BUILT:
+            continue
+        if artifact.evidence is not None:
+            shown = {kind: artifact.evidence.shows(kind) for kind in variant.evidence}
+            if absent := [kind for kind, seen in shown.items() if seen is False]:
+                missing_evidence[base] = absent
+            if any(seen is None for seen in shown.values()):
+                unread[base] = artifact.evidence.note or "its binary could not be read"
+        if artifact.missing_symbols:
+            missing_symbols[base] = list(artifact.missing_symbols)
+
+    failed = [m for m in members if not _full_marks(m)]
+    messages = []
+    if failed and variant.partial_credit == "all_or_nothing":
+        if all(m.status is KernelStatus.NOT_RUN for m in failed):
+            messages.append(f"{variant.name}'s kernels were not run: {failed[0].message.removeprefix('not run: ')}")
+        else:
+            reason = f"{variant.name} is all or nothing: {'; '.join(_why_not_full(m, variant) for m in failed)}"
+            members = [_deducted(m, reason, m.score) for m in members]
+            messages.append(f"{reason}, so {variant.name} scores 0/{max_score:g}")
+    elif failed:
+        messages.append(f"{len(members) - len(failed)} of {len(members)} kernels have full marks: "
+                        f"{'; '.join(_why_not_full(m, variant) for m in failed)}")
+    penalty = 0.0
+    earned = sum(m.score for m in members)
+    if (missing_evidence or missing_symbols) and variant.evidence_penalty > 0 and earned > 0:
+        penalty = min(earned, max_score * variant.evidence_penalty)
+        missing = [f"no {EVIDENCE_WORDS[k]} in {base}" for base, kinds in missing_evidence.items() for k in kinds]
+        missing += [f"{base} calls nothing matching {', '.join(p)}" for base, p in missing_symbols.items()]
+        reason = f"{variant.name} must show its technique: {'; '.join(missing)}"
+        members = [_deducted(m, reason, penalty * m.score / earned) for m in members]
+        messages.append(f"{reason} (−{penalty:.3g})")
+    score = round(sum(m.score for m in members), 6)
+    status = Outcome.of(SubmissionStatus.GRADED, (m.status for m in members))
+    if status is Outcome.PASSED and score < max_score - 1e-9:
+        status = Outcome.FAILED
+    message = "; ".join(messages) or f"all {len(members)} kernels passed"
+    if not message.startswith(variant.name):
+        message = f"{variant.name}: {message}"
+    return members, VariantResult(score=score, status=status, message=message, missing_evidence=missing_evidence,
+                                  missing_symbols=missing_symbols,
+                                  evidence_unread=unread, evidence=evidence, penalty=round(penalty, 6), **facts)
+
+
+
+def _full_marks(result: KernelResult) -> bool:
+    return result.status is KernelStatus.PASSED and not result.deductions and result.score >= result.max_score - 1e-9
+
+
+def _why_not_full(result: KernelResult, variant: Variant) -> str:
+    """Why one of a variant's kernels lost points, named by its base kernel: "layernorm failed 2 of 6 cases"."""
+    base = result.name.split("/", 1)[-1]
+    status, cases = result.status, len(result.cases)
+    if status is KernelStatus.COMPILE_ERROR:
+        return f"{base} did not build"
+    if status is KernelStatus.FORBIDDEN:
+        return f"{base} calls {', '.join(result.forbidden_symbols)}, which {variant.name} forbids"
+    if status is KernelStatus.NOT_RUN:
+        return f"{base} was not run"
+    if result.cases_passed < cases:
+        how = f" ({status})" if status.stopped_harness else ""
+        return f"{base} failed {cases - result.cases_passed} of {cases} cases{how}"
+    return f"{base} lost points ({result.deductions[0].reason})" if result.deductions else f"{base} lost points"
+
+
+def _deducted(result: KernelResult, reason: str, points: float) -> KernelResult:
+    """The kernel's result less `points` for its variant's reason (nothing changes for no points)."""
+    points = min(points, result.score)
+    if points <= 0:
+        return result
+    return dataclasses.replace(result, score=round(result.score - points, 6), message=f"{reason}; {result.message}",
+                               deductions=[*result.deductions, Deduction(reason, round(points, 6))])

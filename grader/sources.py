@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.spec import Assignment, Kernel
+from grader.spec import Assignment, Kernel, Variant
 
 # A source folder is copied into every kernel's build: bounded, so a submission can't make it huge.
 SOURCE_DIR_FILES = 256
@@ -83,11 +83,22 @@ class Overlay:
 
 
 @dataclass(frozen=True)
+class VariantSources:
+    """What a variant's folder holds, as the score needs it: whether it is there, and which files it leaves alone."""
+
+    variant: str
+    folder: str
+    submitted: bool  # the folder is in the submission (its kernels' sources say what else is wrong with it)
+    unchanged: tuple[str, ...] = ()  # must_change files it lacks or holds byte-identical to the base's
+
+
+@dataclass(frozen=True)
 class Sources:
     """Every selected kernel's build inputs from one checkout."""
 
     root: Path
     kernels: tuple[KernelSources, ...]
+    variants: tuple[VariantSources, ...] = ()  # the selected kernels' variants
 
     def of(self, kernel: str) -> KernelSources:
         for sources in self.kernels:
@@ -100,16 +111,53 @@ def gather_sources(assignment: Assignment, root: Path, kernels: tuple[Kernel, ..
                    overlay: Overlay | None = None, upload: bool = False) -> Sources:
     """The files of each kernel's build from the checkout at `root` (the stage between fetch and build).
 
-    overlay: a variant folder to lay over its base first. upload: the checkout is an upload
-    (Gradescope), which may be flat or lack the interface headers.
+    A variant's kernel ("req_0/matmul") gets its variant's folder laid over the base folder.
+    overlay: a folder to lay over every kernel's base first instead. upload: the checkout is an
+    upload (Gradescope), which may be flat or lack the interface headers.
     """
-    tree, problem = _shared_files(assignment, root, overlay)
-    if upload and not problem:
-        tree.update(_placed_in_upload(assignment, root, tree))
+    selected = kernels or assignment.kernels
     provided = [SourceFile(relative, (assignment.template_dir / relative).read_bytes(), Origin.PROVIDED)
                 for relative in assignment.provided]
-    return Sources(root, tuple(_kernel_sources(kernel, root, tree, problem, provided, assignment.source_dirs)
-                               for kernel in kernels or assignment.kernels))
+    trees: dict[Overlay | None, tuple[dict[str, SourceFile], str]] = {}
+    gathered = []
+    for kernel in selected:
+        laid = overlay or overlay_of(assignment, kernel)
+        if laid not in trees:  # one tree per overlay: every kernel of a variant sees the same folder
+            tree, problem = _shared_files(assignment, root, laid)
+            if upload and not problem:
+                tree.update(_placed_in_upload(assignment, root, tree))
+            trees[laid] = tree, problem
+        tree, problem = trees[laid]
+        folders = assignment.source_dirs + ((laid.onto,) if laid else ())
+        gathered.append(_kernel_sources(kernel, root, tree, problem, provided, folders))
+    chosen = {k.variant for k in selected}
+    variants = () if overlay else tuple(variant_sources(v, root) for v in assignment.variants if v.name in chosen)
+    return Sources(root, tuple(gathered), variants)
+
+
+def overlay_of(assignment: Assignment, kernel: Kernel) -> Overlay | None:
+    """The folder laid over the base for `kernel`'s build: its variant's; None for a base kernel."""
+    if kernel.variant is None:
+        return None
+    variant = assignment.variant(kernel.variant)
+    return Overlay(variant.folder, variant.onto)
+
+
+def variant_sources(variant: Variant, root: Path) -> VariantSources:
+    """A variant's folder as submitted: there or not, and the files it must change that it leaves as they are."""
+    folder = root / variant.folder
+    if not folder.is_dir() and not folder.is_symlink():
+        return VariantSources(variant.name, variant.folder, False, variant.must_change)
+    if folder.is_symlink():  # never followed (it could lead to the grader's files); its kernels say why
+        return VariantSources(variant.name, variant.folder, True)
+    unchanged = []
+    for base_file in variant.must_change:
+        replacement, base = root / variant.overlay_path(base_file), root / base_file
+        readable = not _symbolic_link_in(root, base_file) and base.is_file()
+        if _symbolic_link_in(root, variant.overlay_path(base_file)) or not replacement.is_file() or (
+                readable and replacement.read_bytes() == base.read_bytes()):
+            unchanged.append(base_file)
+    return VariantSources(variant.name, variant.folder, True, tuple(unchanged))
 
 
 def overlay_files(folder: Path, onto: str = "", leave_out: Collection[str] = ()) -> dict[str, Path]:
@@ -212,7 +260,8 @@ def _symbolic_link_in(root: Path, relative: str) -> str | None:
 
 def _kernel_sources(kernel: Kernel, root: Path, tree: dict[str, SourceFile], problem: str,
                     provided: list[SourceFile], source_dirs: tuple[str, ...]) -> KernelSources:
-    """One kernel's files: the source folders', its own sources (which must exist), then the provided ones."""
+    """One kernel's files: the source folders' (an overlay's base among them), its own sources (which must
+    exist), then the provided ones."""
     files = {relative: f for relative, f in tree.items() if any(relative.startswith(f"{d}/") for d in source_dirs)}
     if problem:
         return KernelSources(kernel.name, tuple(files.values()), problem)

@@ -10,7 +10,7 @@ import pytest
 
 from grader.pipeline import Options, grade
 from grader.results import Result
-from grader.samples import Variant, compose, variants
+from grader.samples import Sample, compose, variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 
 
@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     reason = gpu_skip_reason()
     if reason:
-        marker = pytest.mark.skip(reason=f"needs a CUDA GPU with CuPy: {reason}")
+        marker = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(marker)
@@ -48,7 +48,7 @@ def flash() -> Assignment:
     return with_time_limit(load_assignment("flash-attention-cpu"), 3.0)
 
 
-def grade_variant(assignment: Assignment, variant: Variant | None, workdir: Path, cache_dir: Path,
+def grade_variant(assignment: Assignment, variant: Sample | None, workdir: Path, cache_dir: Path,
                   **options: object) -> Result:
     folder = compose(assignment, variant, workdir / (variant.name if variant else "reference"))
     return grade(folder, assignment, Options(cache_dir=cache_dir, **options))  # type: ignore[arg-type]

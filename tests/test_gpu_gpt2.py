@@ -1,6 +1,6 @@
 """gpt2-m1 on a real GPU: reference, template, alternatives, mutants and hostile kernels.
 
-Marked `gpu`: skipped with the reason where there is no CUDA device and CuPy.
+Marked `gpu`: skipped with the reason where there is no CUDA device.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader.pipeline import Options, grade
-from grader.samples import Variant, variants
+from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment
 
 from conftest import grade_variant, variant_params, with_time_limit
@@ -52,7 +52,7 @@ def test_template_scores_zero_with_every_kernel_compiled(gpt2: Assignment, cache
 
 
 @pytest.mark.parametrize("variant", [p for p in variant_params("gpt2-m1") if p.values[0].kind != "hostile"])
-def test_alternative_passes_and_mutant_loses_points(variant: Variant, gpt2: Assignment, tmp_path: Path,
+def test_alternative_passes_and_mutant_loses_points(variant: Sample, gpt2: Assignment, tmp_path: Path,
                                                     cache_dir: Path) -> None:
     # Each kernel is its own library and harness call: grading the variant's kernel alone is the same
     # verdict. A course-style family is graded whole: it must score 10/10 as a student's submission.
@@ -75,7 +75,7 @@ def test_alternative_passes_and_mutant_loses_points(variant: Variant, gpt2: Assi
 # The attacker's corpus (attack-*) has its own test, on every backend: tests/test_gpu_sandbox.py.
 @pytest.mark.parametrize("variant", [p for p in variant_params("gpt2-m1")
                                      if p.values[0].kind == "hostile" and not p.values[0].name.startswith("attack-")])
-def test_hostile_kernel_fails_alone_and_the_others_keep_their_points(variant: Variant, gpt2: Assignment,
+def test_hostile_kernel_fails_alone_and_the_others_keep_their_points(variant: Sample, gpt2: Assignment,
                                                                      tmp_path: Path, cache_dir: Path) -> None:
     result = grade_variant(gpt2, variant, tmp_path, cache_dir)
     for kernel in result.kernels:

@@ -1,6 +1,6 @@
 """The attacker's GPU corpus (tests/submissions/gpt2-m1/attack-*) and compute-sanitizer, on a real GPU.
 
-Marked `gpu`: skipped with the reason where there is no CUDA device and CuPy. The local
+Marked `gpu`: skipped with the reason where there is no CUDA device. The local
 (namespace) backend must work with the GPU visible; docker runs where the daemon has the NVIDIA
 runtime and `$KERNEL_GRADER_IMAGE` is the CUDA image (`ci/Dockerfile` with its default base).
 """

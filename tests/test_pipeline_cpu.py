@@ -14,7 +14,7 @@ from grader.cases import Seed, load_inputs, make_case_inputs, prepare_inputs
 from grader.errors import SpecError
 from grader.pipeline import Options, grade
 from grader.results import Result
-from grader.samples import Variant, variants
+from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment
 
 from conftest import copy_pack, grade_variant, variant_params, with_time_limit
@@ -36,7 +36,7 @@ def test_template_compiles_and_scores_zero_as_never_written(flash: Assignment, c
 
 
 @pytest.mark.parametrize("variant", variant_params("flash-attention-cpu"))
-def test_variant_changes_only_its_own_kernel(variant: Variant, flash: Assignment, tmp_path: Path,
+def test_variant_changes_only_its_own_kernel(variant: Sample, flash: Assignment, tmp_path: Path,
                                              cache_dir: Path) -> None:
     result = grade_variant(flash, variant, tmp_path, cache_dir)
     by_name = {k.name: k for k in result.kernels}

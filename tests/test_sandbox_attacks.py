@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.results import Result
-from grader.samples import Variant, variants
+from grader.samples import Sample, variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 
 from conftest import grade_variant
@@ -50,7 +50,7 @@ def grade_attack(name: str, flash: Assignment, backend: str, tmp_path: Path, cac
     return result, time.monotonic() - started
 
 
-def check_contained(result: Result, variant: Variant) -> None:
+def check_contained(result: Result, variant: Sample) -> None:
     """The attacked kernel has the expected status; the other kernel passed with full marks."""
     by_name = {k.name: k for k in result.kernels}
     attacked = by_name[variant.kernel]

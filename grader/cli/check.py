@@ -45,11 +45,14 @@ def recognise(path: Path) -> Assignment:
         raise SubmissionError(f"{path}: is a file; give your repository's folder")
     scored = []
     for assignment in list_assignments():
+        # A later milestone's variant folders count too: its repository holds every file of the
+        # earlier one (kernels/), and the most files matched breaks the tie.
         files = {s for k in assignment.kernels for s in k.sources}
-        present = sum((path / f).is_file() for f in files)
+        folders = {v.folder for v in assignment.variants}
+        present = sum((path / f).is_file() for f in files) + sum((path / d).is_dir() for d in folders)
         if present:
-            scored.append((present / len(files), assignment))
+            scored.append((present / (len(files) + len(folders)), present, assignment))
     if not scored:
         raise SubmissionError(f"{path.resolve()}: holds none of the files of any known assignment; "
                               "name one with --assignment (see `grader list`)")
-    return max(scored, key=lambda pair: pair[0])[1]
+    return max(scored, key=lambda entry: entry[:2])[2]

@@ -11,7 +11,8 @@ from grader.sandbox import SANDBOX_NAMES
 
 
 def add_grading_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kernels", help="comma-separated kernel names to grade (default: all)")
+    parser.add_argument("--kernels", help="comma-separated kernel names to grade (default: all); a variant's name "
+                                          "(req_0) picks all of its kernels, req_0/matmul one of them")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="builds, inputs and gold outputs (default: $KERNEL_GRADER_CACHE or ~/.cache/kernel-grader)")
     parser.add_argument("--sandbox", default="local", choices=SANDBOX_NAMES,

@@ -1,6 +1,7 @@
 """The gradebook CSV an LMS imports: one row per student, the total first, then the breakdown.
 
-Columns: student_id, total, max_score, one `<kernel>` column per kernel, late_days, late_penalty,
+Columns: student_id, total, max_score, one `<kernel>` column per kernel, one `<variant>` column per
+optimization variant (its total, which its kernels' columns make up), late_days, late_penalty,
 raw_score, status, commit, graded_at. Plain UTF-8, comma-separated, a header row, numbers without
 units: the shape Canvas, Moodle and Blackboard imports take (map student_id to the LMS's id column).
 """
@@ -16,9 +17,11 @@ from grader.results import Result
 
 def columns(results: list[Result]) -> list[str]:
     kernels: list[str] = []
+    variants: list[str] = []
     for result in results:
         kernels += [k.name for k in result.kernels if k.name not in kernels]
-    return ["student_id", "total", "max_score", *kernels, "late_days", "late_penalty", "raw_score", "status",
+        variants += [v.name for v in result.variants if v.name not in variants]
+    return ["student_id", "total", "max_score", *kernels, *variants, "late_days", "late_penalty", "raw_score", "status",
             "commit", "graded_at"]
 
 
@@ -35,6 +38,7 @@ def render(results: list[Result]) -> str:
                "raw_score": _points(result.raw_score if result.raw_score is not None else result.score),
                "status": result.status, "commit": result.submission.commit or "", "graded_at": result.graded_at}
         scored = {k.name: _points(k.score) for k in result.kernels}
+        scored.update({v.name: _points(v.score) for v in result.variants})
         row.update({name: scored.get(name, 0) for name in header if name not in row})
         writer.writerow(row)
     return out.getvalue()

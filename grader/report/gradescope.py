@@ -45,6 +45,10 @@ def results_json(result: Result, notes: tuple[str, ...] = ()) -> dict:
         "visibility": "visible",
         "stdout_visibility": "hidden",  # the grader's log is for staff
         "tests": tests,
+        # For staff: where it was graded (the sandbox run_autograder fell back to, if it did; the Python).
+        "extra_data": {"sandbox": result.environment.sandbox,
+                       "sandbox_enforced": list(result.environment.sandbox_enforced),
+                       "python": result.environment.python, "grader_version": result.environment.grader_version},
     }
     leaderboard = _leaderboard(result)
     if leaderboard:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import jinja2
 
+from grader.evidence import EVIDENCE_WORDS
 from grader.report.hints import case_hints, kernel_hints
-from grader.results import CaseResult, KernelResult, Result
-from grader.status import CaseStatus, KernelStatus, SubmissionStatus
+from grader.results import CaseResult, KernelResult, Result, VariantResult
+from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 
 @functools.cache
@@ -20,7 +21,8 @@ def environment(autoescape: bool) -> jinja2.Environment:
                              keep_trailing_newline=True)
     env.filters.update(num=number, ms=milliseconds, md=markdown_cell, sizes=sizes)
     # Templates compare statuses with the enums' members, never with spelled-out strings.
-    env.globals.update(KernelStatus=KernelStatus, CaseStatus=CaseStatus, SubmissionStatus=SubmissionStatus)
+    env.globals.update(KernelStatus=KernelStatus, CaseStatus=CaseStatus, SubmissionStatus=SubmissionStatus,
+                       Outcome=Outcome)
     return env
 
 
@@ -71,10 +73,47 @@ def kernel_views(result: Result) -> list[KernelView]:
             for k in result.kernels]
 
 
+@dataclass(frozen=True)
+class VariantView:
+    """One optimization variant as the reports show it: its line, its flags and evidence, then its kernels."""
+
+    variant: VariantResult
+    kernels: list[KernelView]
+    flags: list[str]
+
+
+def variant_flags(variant: VariantResult) -> list[str]:
+    """What the grader flags for the instructor's check of a variant, in words."""
+    flags = []
+    if variant.status is not Outcome.NOT_SUBMITTED and variant.changes_nothing:
+        flags.append(f"{variant.folder}/ changes none of the files this optimization must change "
+                     f"({', '.join(variant.must_change)})")
+    for kernel, kinds in variant.missing_evidence.items():
+        flags.append(f"{kernel}: its binary shows no {' and no '.join(EVIDENCE_WORDS.get(k, k) for k in kinds)}")
+    for kernel, patterns in variant.missing_symbols.items():
+        flags.append(f"{kernel}: calls nothing matching {', '.join(patterns)}, which {variant.name} requires")
+    return flags
+
+
+def grouped(result: Result) -> tuple[list[KernelView], list[VariantView]]:
+    """The base kernels' views, then each variant's with its kernels' (in the result's order)."""
+    views = kernel_views(result)
+    names = {variant.name for variant in result.variants}
+    base = [v for v in views if v.kernel.variant not in names]
+    variants = [VariantView(variant, [v for v in views if v.kernel.variant == variant.name], variant_flags(variant))
+                for variant in result.variants]
+    return base, variants
+
+
 def context(result: Result) -> dict:
     """What the per-submission templates read."""
     raw = result.raw_score if result.raw_score is not None else result.score
-    return {"r": result, "kernels": kernel_views(result), "raw_score": raw,
+    base, variants = grouped(result)
+    # A variant that was not submitted has nothing to show kernel by kernel: its line says why.
+    unsubmitted = {g.variant.name for g in variants if g.variant.status is Outcome.NOT_SUBMITTED}
+    kernels = kernel_views(result)
+    return {"r": result, "kernels": kernels, "base": base, "variants": variants, "raw_score": raw,
+            "details": [v for v in kernels if v.kernel.variant not in unsubmitted],
             "percent": 100 * result.score / result.max_score if result.max_score else 0.0,
             "scope": "public cases only" if result.public_only else "all cases",
             "hidden_cases": sum(not c.public for k in result.kernels for c in k.cases)}

@@ -5,17 +5,18 @@ outputs or scratch (with dtype and shape), its weight, tolerance, cases and limi
 names the file, the key and what was expected.
 
 The package, one module per job: `model` (the typed objects), `shapes` (shape expressions),
-`signature` (C signatures), `loader` (TOML into the model), `packs` (where packs are).
+`signature` (C signatures), `loader` (TOML into the model, `based_on` and variants resolved), `packs`
+(where packs are).
 """
 
-from grader.spec.model import (INITS, LIBRARIES, SCALAR_DTYPES, Assignment, Buffer, Case, GoldSource, Init, Kernel,
-                               LatePolicy, Parameter, PartialCredit, Role, Signature, Tolerance)
+from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, SCALAR_DTYPES, Assignment, Buffer, Case, Evidence, GoldSource,
+                               Init, Kernel, LatePolicy, Parameter, PartialCredit, Role, Signature, Tolerance, Variant)
 from grader.spec.packs import PROJECT_ROOT, find_pack, list_assignments
 from grader.spec.shapes import allocation_of, evaluate, shape_of
 from grader.spec.signature import parse_signature
 from grader.spec.loader import SANITIZER_TOOLS, load_assignment
 
-__all__ = ["INITS", "LIBRARIES", "PROJECT_ROOT", "SANITIZER_TOOLS", "SCALAR_DTYPES", "Assignment", "Buffer", "Case",
+__all__ = ["EVIDENCE", "Evidence", "Variant", "INITS", "LIBRARIES", "PROJECT_ROOT", "SANITIZER_TOOLS", "SCALAR_DTYPES", "Assignment", "Buffer", "Case",
            "GoldSource", "Init", "Kernel", "LatePolicy", "Parameter", "PartialCredit", "Role", "Signature",
            "Tolerance", "allocation_of", "evaluate", "find_pack", "list_assignments", "load_assignment",
            "parse_signature", "shape_of"]

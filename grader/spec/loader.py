@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 try:
@@ -10,7 +12,8 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from grader.errors import SpecError
-from grader.spec.model import (INITS, LIBRARIES, Assignment, Buffer, Case, Kernel, LatePolicy, Tolerance)
+from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, Assignment, Buffer, Case, Kernel, LatePolicy, Tolerance,
+                               Variant)
 from grader.spec.packs import find_pack
 from grader.spec.shapes import evaluate
 from grader.spec.signature import parse_signature
@@ -19,9 +22,14 @@ from grader.targets import TARGET_NAMES
 class _Reader:
     """Reads typed keys from one TOML table, naming file and key in every error."""
 
-    def __init__(self, table: dict[str, Any], where: str) -> None:
+    def __init__(self, table: dict[str, Any], where: str, origins: dict[str, str] | None = None) -> None:
         self.table = table
         self.where = where
+        self.origins = origins or {}  # an inherited key: the table of the pack that gave it
+
+    def at(self, key: str) -> str:
+        """Where `key` was written: this table, or the pack's it was inherited from."""
+        return self.origins.get(key, self.where)
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
         if key not in self.table:
@@ -33,36 +41,34 @@ class _Reader:
             value = float(value)
         if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
             expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise SpecError(f"{self.where}: key '{key}' must be {expected}, found {value!r}")
+            raise SpecError(f"{self.at(key)}: key '{key}' must be {expected}, found {value!r}")
         return value
 
     def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
         value = self.get(key, str, default)
         if value not in choices:
-            raise SpecError(f"{self.where}: key '{key}' must be one of {', '.join(choices)}, found {value!r}")
+            raise SpecError(f"{self.at(key)}: key '{key}' must be one of {', '.join(choices)}, found {value!r}")
         return value
 
     def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
         value = self.get(key, list, default)
         if not all(isinstance(v, str) for v in value):
-            raise SpecError(f"{self.where}: key '{key}' must be a list of strings, found {value!r}")
+            raise SpecError(f"{self.at(key)}: key '{key}' must be a list of strings, found {value!r}")
         return tuple(value)
 
 
 
 def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> Assignment:
-    """Load `assignments/<name>/assignment.toml` (or a pack folder given as a path)."""
+    """Load `assignments/<name>/assignment.toml` (or a pack folder given as a path).
+
+    A pack with `based_on` inherits the other pack's [assignment] keys, kernels, variants and
+    modules (inputs.py, numpy_reference.py), each given here replacing the inherited one.
+    """
     candidate = Path(name_or_path)
     pack = candidate if (candidate / "assignment.toml").is_file() else find_pack(str(name_or_path), packs_dir)
     spec_file = pack / "assignment.toml"
-    try:
-        document = tomllib.loads(spec_file.read_text())
-    except tomllib.TOMLDecodeError as error:
-        raise SpecError(f"{spec_file}: not valid TOML: {error}") from None
-
-    top = _Reader(document.get("assignment", {}), f"{spec_file} [assignment]")
-    if "assignment" not in document:
-        raise SpecError(f"{spec_file}: missing table [assignment]")
+    document = _document(pack.resolve(), ())
+    top = _Reader(document.assignment, f"{spec_file} [assignment]", document.origins)
     defaults = {
         "time_limit_s": top.get("time_limit_s", float, 60.0),
         "partial_credit": top.choice("partial_credit", ("fraction", "all_or_nothing"), "fraction"),
@@ -73,15 +79,17 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         "scratch_init": top.choice("scratch_init", INITS, "poison"),
         "kernel_time_limit_s": top.get("kernel_time_limit_s", float, None),
     }
-    kernels_table = document.get("kernels")
-    if not isinstance(kernels_table, list) or not kernels_table:
+    if not document.kernels:
         raise SpecError(f"{spec_file}: expected at least one [[kernels]] table")
-    kernels = tuple(
-        _load_kernel(table, f"{spec_file} kernels[{i}]", defaults) for i, table in enumerate(kernels_table)
-    )
+    kernels = tuple(_load_kernel(table, where, defaults) for table, where in document.kernels)
     names = [k.name for k in kernels]
     if len(set(names)) != len(names):
-        raise SpecError(f"{spec_file}: kernel names repeat: {names}")
+        raise SpecError(f"{document.kernels[0][1].rsplit(' ', 1)[0]}: kernel names repeat: {names}")
+    source_dirs = tuple(d.strip("/") for d in top.strings("source_dirs", ()))
+    variants = _load_variants(document.variants, source_dirs, kernels)
+    base_weight = top.get("base_weight", float, None)
+    if base_weight is not None and base_weight < 0:
+        raise SpecError(f"{top.at('base_weight')}: key 'base_weight' must be >= 0, found {base_weight}")
     assignment = Assignment(
         name=top.get("name", str),
         title=top.get("title", str, top.get("name", str)),
@@ -91,22 +99,188 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         provided=top.strings("provided", ()),
         public_seed=top.get("public_seed", int),
         compile_flags=top.strings("compile_flags", ()),
-        kernels=kernels,
-        late=_load_late_policy(document["assignment"].get("late"), f"{spec_file} [assignment.late]"),
+        kernels=_expanded(kernels, variants, base_weight),
+        late=_load_late_policy(document.assignment.get("late"),
+                               top.at("late").replace("[assignment]", "[assignment.late]")),
         memory_limit_mb=top.get("memory_limit_mb", int, None),
         process_limit=top.get("process_limit", int, None),
         device_memory_limit_mb=top.get("device_memory_limit_mb", int, None),
         submission_time_limit_s=top.get("submission_time_limit_s", float, None),
-        source_dirs=tuple(d.strip("/") for d in top.strings("source_dirs", ())),
-        libraries=_libraries(top.strings("libraries", ()), f"{spec_file} [assignment] key 'libraries'"),
+        source_dirs=source_dirs,
+        libraries=_libraries(top.strings("libraries", ()), f"{top.at('libraries')} key 'libraries'"),
         gold=top.choice("gold", ("reference", "numpy"), "reference"),  # type: ignore[arg-type]
+        variants=variants,
+        based_on=document.based_on,
+        module_root=document.module_root,
     )
     if assignment.name != pack.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {pack.name!r}")
-    for module in ("inputs.py", "numpy_reference.py"):
-        if not (pack / module).is_file():
-            raise SpecError(f"{pack}: missing {module} (every pack has input generators and a NumPy reference)")
     return assignment
+
+
+@dataclass(frozen=True)
+class _Document:
+    """A pack's spec with what it inherits (`based_on`) resolved; each table with where it was written."""
+
+    assignment: dict[str, Any]
+    origins: dict[str, str]  # [assignment] key -> "<file> [assignment]" of the pack that gave it
+    kernels: list[tuple[dict[str, Any], str]]  # (table, "<file> kernels[i]")
+    variants: list[tuple[Any, str]]  # (table, "<file> variants[i]")
+    module_root: Path  # where inputs.py and numpy_reference.py are
+    based_on: str | None
+
+
+def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
+    spec_file = pack / "assignment.toml"
+    try:
+        document = tomllib.loads(spec_file.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{spec_file}: not valid TOML: {error}") from None
+    own = document.get("assignment")
+    if not isinstance(own, dict):
+        raise SpecError(f"{spec_file}: missing table [assignment]")
+    where = f"{spec_file} [assignment]"
+    kernels = _tables(document, "kernels", spec_file)
+    variants = _tables(document, "variants", spec_file)
+    modules = [m for m in PACK_MODULES if (pack / m).is_file()]
+    based_on = own.get("based_on")
+    if based_on is None:
+        if len(modules) < len(PACK_MODULES):
+            raise SpecError(f"{pack}: missing {', '.join(m for m in PACK_MODULES if m not in modules)} (every pack "
+                            "has input generators and a NumPy reference)")
+        return _Document(dict(own), {key: where for key in own}, kernels, variants, pack, None)
+    if not isinstance(based_on, str):
+        raise SpecError(f"{where}: key 'based_on' must be the name of another pack, found {based_on!r}")
+    try:
+        parent_pack = find_pack(based_on, pack.parent).resolve()
+    except SpecError as error:
+        raise SpecError(f"{where}: key 'based_on': {error}") from None
+    if parent_pack in (pack, *inheriting):
+        raise SpecError(f"{where}: key 'based_on': {based_on!r} is based on this pack in turn (a cycle)")
+    parent = _document(parent_pack, (*inheriting, pack))
+    if modules and len(modules) < len(PACK_MODULES):
+        raise SpecError(f"{pack}: has {modules[0]} but not {', '.join(m for m in PACK_MODULES if m not in modules)}; "
+                        f"give both, or neither to use {based_on}'s")
+    inherited = {key: value for key, value in parent.assignment.items() if key not in NOT_INHERITED}
+    return _Document({**inherited, **own}, {**{key: parent.origins[key] for key in inherited},
+                                            **{key: where for key in own}},
+                     kernels or parent.kernels, variants or parent.variants,
+                     pack if modules else parent.module_root, based_on)
+
+
+PACK_MODULES = ("inputs.py", "numpy_reference.py")
+NOT_INHERITED = ("name", "based_on")
+
+
+def _tables(document: dict[str, Any], key: str, spec_file: Path) -> list[tuple[Any, str]]:
+    tables = document.get(key, [])
+    if not isinstance(tables, list):
+        raise SpecError(f"{spec_file}: '{key}' must be an array of tables ([[{key}]]), found {tables!r}")
+    return [(table, f"{spec_file} {key}[{i}]") for i, table in enumerate(tables)]
+
+
+VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
+                "required_symbols", "evidence", "evidence_penalty", "tolerances")
+
+
+def _load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
+                   kernels: tuple[Kernel, ...]) -> tuple[Variant, ...]:
+    variants: list[Variant] = []
+    for table, where in tables:
+        variant = _load_variant(table, where, source_dirs, kernels)
+        named = f"{where.rsplit(' ', 1)[0]} variant '{variant.name}' key 'name'"
+        if any(v.name == variant.name for v in variants):
+            raise SpecError(f"{named}: another variant has this name; each variant needs its own")
+        if any(k.name == variant.name for k in kernels):
+            raise SpecError(f"{named}: a kernel has this name; a variant's name must differ from every kernel's")
+        variants.append(variant)
+    return tuple(variants)
+
+
+def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels: tuple[Kernel, ...]) -> Variant:
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: expected a table with name, folder, weight, must_change, ...")
+    name = _Reader(table, where).get("name", str)
+    where = f"{where.rsplit(' ', 1)[0]} variant '{name}'"
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise SpecError(f"{where}: key 'name' must be a plain name (letters, digits, '_', '.', '-'), found {name!r}")
+    unknown = set(table) - set(VARIANT_KEYS)
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(VARIANT_KEYS)}")
+    read = _Reader(table, where)
+    folder = _folder(read, "folder", ...)
+    if "onto" not in table and not source_dirs:
+        raise SpecError(f"{where}: key 'onto' is needed: the pack has no source_dirs for '{folder}' to be laid over")
+    onto = _folder(read, "onto", source_dirs[0] if source_dirs else ...)
+    if folder == onto or Path(onto) in Path(folder).parents or Path(folder) in Path(onto).parents:
+        raise SpecError(f"{where}: key 'folder' ({folder!r}) must be a folder beside '{onto}', not it or inside it")
+    weight = read.get("weight", float)
+    if weight < 0:
+        raise SpecError(f"{where}: key 'weight' must be >= 0, found {weight}")
+    must_change = read.strings("must_change", ())
+    for path in must_change:
+        parts = Path(path).parts
+        if Path(path).is_absolute() or ".." in parts or parts[:len(Path(onto).parts)] != Path(onto).parts \
+                or len(parts) <= len(Path(onto).parts):
+            raise SpecError(f"{where}: key 'must_change' names {path!r}, which is not a file under '{onto}/' "
+                            "(the folder the variant is laid over)")
+    evidence = read.strings("evidence", ())
+    if unknown_evidence := [e for e in evidence if e not in EVIDENCE]:
+        raise SpecError(f"{where}: key 'evidence': unknown evidence {unknown_evidence}; expected some of "
+                        f"{', '.join(EVIDENCE)}")
+    penalty = read.get("evidence_penalty", float, 0.0)
+    if not 0 <= penalty <= 1:
+        raise SpecError(f"{where}: key 'evidence_penalty' is a share of the variant's weight between 0 and 1, "
+                        f"found {penalty}")
+    tolerances = {}
+    names = [k.name for k in kernels]
+    for kernel, tolerance in read.get("tolerances", dict, {}).items():
+        if kernel not in names:
+            raise SpecError(f"{where}: key 'tolerances' names kernel {kernel!r}, which the pack does not have "
+                            f"(have {', '.join(names)})")
+        if not isinstance(tolerance, dict):
+            raise SpecError(f"{where} tolerances.{kernel}: expected a table with atol and rtol, found {tolerance!r}")
+        tolerances[kernel] = _tolerance(tolerance, f"{where} tolerances.{kernel}")
+    return Variant(
+        name=name, title=read.get("title", str, name), folder=folder, onto=onto, weight=weight,
+        partial_credit=read.choice("partial_credit", ("fraction", "all_or_nothing"),  # type: ignore[arg-type]
+                                   "all_or_nothing"),
+        must_change=must_change,
+        forbidden_symbols=read.strings("forbidden_symbols") if "forbidden_symbols" in table else None,
+        tolerances=tolerances, required_symbols=read.strings("required_symbols", ()),
+        evidence=evidence,  # type: ignore[arg-type]
+        evidence_penalty=penalty,
+    )
+
+
+def _folder(read: _Reader, key: str, default: Any) -> str:
+    """A folder of the submission: relative, without '..' (a variant folder must not reach outside it)."""
+    value = read.get(key, str, default)
+    path = Path(value.rstrip("/"))
+    if not value.strip("/") or path.is_absolute() or ".." in path.parts or path.parts[0] == ".":
+        raise SpecError(f"{read.where}: key '{key}' must be a folder inside the submission (a relative path "
+                        f"without '..'), found {value!r}")
+    return path.as_posix()
+
+
+def _expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...],
+              base_weight: float | None) -> tuple[Kernel, ...]:
+    """The base kernels, then each variant's copy of every one of them ("req_0/matmul"), weighted as the spec says.
+
+    Within a variant (and for `base_weight`) a kernel's share of the weight is its base weight's share.
+    """
+    total = sum(k.weight for k in kernels)
+
+    def share(kernel: Kernel) -> float:
+        return kernel.weight / total if total else 1 / len(kernels)
+
+    base = kernels if base_weight is None else tuple(replace(k, weight=round(base_weight * share(k), 9))
+                                                     for k in kernels)
+    return base + tuple(
+        replace(k, name=f"{v.name}/{k.name}", variant=v.name, base=k.name, weight=round(v.weight * share(k), 9),
+                forbidden_symbols=k.forbidden_symbols if v.forbidden_symbols is None else v.forbidden_symbols,
+                tolerance=v.tolerances.get(k.name, k.tolerance))
+        for v in variants for k in kernels)
 
 
 def _load_late_policy(table: Any, where: str) -> LatePolicy | None:

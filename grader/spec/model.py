@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Literal
@@ -20,6 +20,9 @@ PartialCredit = Literal["fraction", "all_or_nothing"]
 Init = Literal["zeros", "poison", "leftover"]
 INITS: tuple[str, ...] = ("zeros", "poison", "leftover")
 GoldSource = Literal["reference", "numpy"]
+# What a variant may ask the binaries to show of its technique (grader.evidence).
+Evidence = Literal["tensor_cores", "shared_memory", "cublas"]
+EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas")
 # Libraries a pack may link when the machine has them (their use can still be forbidden).
 LIBRARIES = ("cublas",)
 
@@ -102,6 +105,15 @@ class Kernel:
     # Wall time for all of this kernel's cases together, harness starts included: a looping kernel
     # costs its own budget, not the per-call limit once per case.
     time_budget_s: float | None = None
+    # An optimization variant's copy of a base kernel ("req_0/matmul"): the variant's name, and the
+    # base kernel's, by which its inputs and gold are keyed (shared with the base). A base kernel:
+    # None, and its own name.
+    variant: str | None = None
+    base: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.base:
+            object.__setattr__(self, "base", self.name)
 
     def buffer(self, name: str) -> Buffer:
         return next(b for b in self.buffers if b.name == name)
@@ -116,6 +128,34 @@ class Kernel:
     def budget_s(self) -> float:
         """The kernel's whole budget: the spec's, else twice the per-call limit."""
         return self.time_budget_s or 2 * self.time_limit_s
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An optimization variant: a folder laid over the base folder, graded on every kernel of the pack."""
+
+    name: str
+    title: str
+    folder: str  # in the submission, laid over `onto` by the course's rule
+    onto: str
+    weight: float
+    partial_credit: PartialCredit  # across its kernels: all or nothing, or each kernel's share
+    must_change: tuple[str, ...]  # base files (under `onto`) the optimization must change
+    # Applied to its kernels when the loader expands them: the pack's forbidden symbols replaced
+    # (None: kept), and tolerances by base kernel name.
+    forbidden_symbols: tuple[str, ...] | None = None
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    required_symbols: tuple[str, ...] = ()  # patterns a must_change kernel's library must call (req_2: cublas*)
+    evidence: tuple[Evidence, ...] = ()  # what the must_change kernels' binaries must show
+    evidence_penalty: float = 0.0  # share of `weight` that missing evidence or a missing required symbol costs
+
+    def must_change_kernel(self, kernel: Kernel) -> bool:
+        """The kernel is built from a file the optimization must change."""
+        return any(source in self.must_change for source in kernel.sources)
+
+    def overlay_path(self, base_file: str) -> str:
+        """Where the folder holds its replacement of `base_file` (`kernels/matmul.cuh`: `kernels_req_0/matmul.cuh`)."""
+        return (Path(self.folder) / Path(base_file).relative_to(self.onto)).as_posix()
 
 
 @dataclass(frozen=True)
@@ -159,6 +199,10 @@ class Assignment:
     source_dirs: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ()  # linked where installed (e.g. cuBLAS); forbidden_symbols still apply
     gold: GoldSource = "reference"  # what gold comes from: the reference run the same way, or numpy_reference.py
+    variants: tuple[Variant, ...] = ()  # their kernels ("req_0/matmul") follow the base kernels in `kernels`
+    based_on: str | None = None  # the pack this one inherits from
+    # Where inputs.py and numpy_reference.py are: this pack's folder, or (based_on) the pack's that has them.
+    module_root: Path | None = None
 
     @property
     def spec_file(self) -> Path:
@@ -174,16 +218,49 @@ class Assignment:
 
     @property
     def max_score(self) -> float:
-        return sum(k.weight for k in self.kernels)
+        return round(sum(k.weight for k in self.kernels), 6)
+
+    @property
+    def inputs_file(self) -> Path:
+        return (self.module_root or self.root) / "inputs.py"
+
+    @property
+    def numpy_reference_file(self) -> Path:
+        return (self.module_root or self.root) / "numpy_reference.py"
+
+    @property
+    def base_kernels(self) -> tuple[Kernel, ...]:
+        return tuple(k for k in self.kernels if k.variant is None)
 
     def kernel(self, name: str) -> Kernel:
         for k in self.kernels:
             if k.name == name:
                 return k
-        raise SpecError(f"{self.spec_file}: no kernel named {name!r} (have {', '.join(k.name for k in self.kernels)})")
+        variants = f"; variants: {', '.join(v.name for v in self.variants)}" if self.variants else ""
+        raise SpecError(f"{self.spec_file}: no kernel named {name!r} (have "
+                        f"{', '.join(k.name for k in self.base_kernels)}{variants})")
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise SpecError(f"{self.spec_file}: no variant named {name!r} (have "
+                        f"{', '.join(v.name for v in self.variants) or 'none'})")
+
+    def kernels_of(self, variant: str) -> tuple[Kernel, ...]:
+        return tuple(k for k in self.kernels if k.variant == variant)
+
+    def select(self, names: tuple[str, ...]) -> tuple[Kernel, ...]:
+        """The kernels `names` pick, in the spec's order: by a kernel's name ("req_0/matmul"), or a variant's (all its
+        kernels); none named: all."""
+        if not names:
+            return self.kernels
+        variants = {v.name for v in self.variants}
+        picked = {k.name for n in names for k in (self.kernels_of(n) if n in variants else (self.kernel(n),))}
+        return tuple(k for k in self.kernels if k.name in picked)
 
     def make_inputs(self) -> Callable[..., dict]:
-        return load_pack_function(self.root / "inputs.py", "make_inputs")
+        return load_pack_function(self.inputs_file, "make_inputs")
 
     def numpy_reference(self) -> ModuleType:
-        return load_pack_module(self.root / "numpy_reference.py")
+        return load_pack_module(self.numpy_reference_file)
