@@ -13,8 +13,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from grader.batch.progress import STUCK_S, Tally, eta_seconds
+from grader.batch.progress import LONG_RUN_S, STUCK_S, Tally, eta_seconds
 from grader.cli import main
 from grader.dispatch import local
 from grader.batch.roster import read_roster
@@ -128,7 +129,6 @@ def test_eta_waits_for_a_pace_and_then_uses_it() -> None:
 
 
 def test_eta_counts_what_a_stuck_fetch_may_still_take() -> None:
-    from rich.console import Console
 
     tally = Tally(Console(file=io.StringIO()))
     tally.total, tally.done, tally.fetch_limit_s = 10, 8, 300.0
@@ -141,3 +141,41 @@ def test_eta_counts_what_a_stuck_fetch_may_still_take() -> None:
     assert tally.eta_text().startswith(f"ETA at least {datetime.timedelta(seconds=int(300 - STUCK_S - 40))}")
     tally.waiting = lambda: ("slow", "https://example.invalid/x.git", STUCK_S - 1)  # not stuck yet
     assert tally.eta_text() == "ETA after the first graded submissions (gold, builds)"
+
+
+def test_eta_says_when_the_time_limits_of_long_runs_end() -> None:
+    """The pace of the results so far can't foresee submissions that loop to their time limits: the
+    line says how many run long and when their limits end at the latest."""
+    tally = Tally(Console(file=io.StringIO()))
+    tally.total, tally.done, tally.graded_at = 300, 285, [0.0, 1.0, 2.0]
+    tally.running = lambda: [("s299-timeout", 5.0, 60.0)]  # not long yet: the plain ETA
+    assert tally.eta_text() == "ETA 0:00:15"
+    tally.running = lambda: [("s290-timeout", LONG_RUN_S + 10, 80.0), ("s291-timeout", LONG_RUN_S + 1, 80.0),
+                             ("s292-correct", 2.0, 80.0)]
+    assert tally.eta_text() == (f"ETA 0:00:15 (2 running over {LONG_RUN_S:.0f} s, e.g. s290-timeout: their time "
+                                f"limits end within {datetime.timedelta(seconds=int(80 - LONG_RUN_S - 1))})")
+
+
+def test_the_local_executor_says_which_submissions_are_running(tmp_path: Path, monkeypatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from grader.dispatch import Job
+    from grader.pipeline import Options
+
+    flash = load_assignment("flash-attention-cpu")
+    executor = local.LocalExecutor(build_jobs=2)
+    seen: list[list] = []
+    original = local.execute_stage
+
+    def execute(built, assignment, options, outputs):
+        seen.append(executor.running())
+        return original(built, assignment, options, outputs)
+
+    # The run slot in a thread of this process, so that what it runs can be watched.
+    monkeypatch.setattr(local, "_run_pool", lambda device: ThreadPoolExecutor(max_workers=1))
+    monkeypatch.setattr(local, "execute_stage", execute)
+    executor.grade([Job(0, "ada", compose(flash, None, tmp_path / "ada"))], flash,
+                   Options(cache_dir=tmp_path / "cache"), lambda job, result: None)
+    budget = sum(k.budget_s for k in flash.kernels)
+    assert [[(student, limit) for student, _, limit in now] for now in seen] == [[("ada", budget)]]
+    assert executor.running() == []

@@ -126,6 +126,7 @@ def _grade_run(batch: ClassBatch, entries: list[Entry], rejected: int, store: St
                           jobs=batch.fetching.jobs, timeout_s=batch.fetching.timeout_s, save=save)
     tally.waiting = fetches.waiting
     tally.fetch_limit_s = batch.fetching.timeout_s
+    tally.running = batch.executor.running
     executor = batch.executor
     with tally.progress(len(selected), "grading" if executor.streams else "fetching"):
         if executor.streams:  # each repository is graded once it is fetched

@@ -19,10 +19,11 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.batch.summary import OUTCOMES, ClassSummary, outcome
-from grader.dispatch import Job
+from grader.dispatch import Job, Running
 from grader.results import Result
 
 STUCK_S = 10.0  # a fetch running this long is named on the progress line
+LONG_RUN_S = 30.0  # a submission running this long on a slot may be one that runs to its time limits
 PLAIN_EVERY_S = 15.0  # plain layout: a progress line at least this often while something is stuck
 
 
@@ -60,6 +61,8 @@ class Tally:
         self.started = time.monotonic()
         self.waiting: Waiting = lambda: None
         self.fetch_limit_s: float | None = None  # a fetch's time limit: the ETA counts what a stuck one may take
+        # The executor's submissions on a run slot now: the ETA says when long ones' time limits end.
+        self.running: Callable[[], list[Running]] = lambda: []
         self._lock = threading.Lock()
         self._progress: Progress | None = None
         self._task = None
@@ -123,6 +126,9 @@ class Tally:
         return "progress: " + "; ".join(parts)
 
     def eta_text(self) -> str:
+        return self._eta_text() + self.long_runs_text()
+
+    def _eta_text(self) -> str:
         stuck = self.stuck_for()
         eta = eta_seconds(self.total, self.done, self.graded_at, stuck)
         if eta is not None:
@@ -130,6 +136,16 @@ class Tally:
         if stuck:  # no pace yet, but the batch cannot end before the stuck fetch's limit stops it
             return f"ETA at least {_clock(stuck)} (a stuck fetch's time limit)"
         return "ETA after the first graded submissions (gold, builds)" if self.total else "ETA -"
+
+    def long_runs_text(self) -> str:
+        """Submissions running long now (kernels that loop until their time limits, as a rule): the pace of
+        the results so far can't foresee them, so say how many and when their limits end at the latest."""
+        long = [(student, ran, limit) for student, ran, limit in self.running() if ran >= LONG_RUN_S]
+        if not long:
+            return ""
+        latest = max(max(0.0, limit - ran) for _, ran, limit in long)
+        return (f" ({len(long)} running over {LONG_RUN_S:.0f} s, e.g. {long[0][0]}: their time limits end within "
+                f"{_clock(latest)})")
 
     def stuck_for(self) -> float:
         """The most a stuck fetch may still take before its time limit stops it (0 if none is stuck)."""

@@ -57,6 +57,8 @@ class Job:
 
 # Called once per job as it finishes, in the thread that called `grade`, so that it may write the store.
 OnResult = Callable[[Job, Result], None]
+# A submission on a run slot now: (student, seconds it has run, seconds its time limits allow in all).
+Running = tuple[str, float, float]
 
 
 class Executor(Protocol):
@@ -70,6 +72,10 @@ class Executor(Protocol):
         `streams` starts on each at once); one that does not is given a list. Returns how many jobs
         are still out (submitted without waiting: their results are collected later), else 0.
         """
+        ...
+
+    def running(self) -> list[Running]:
+        """The submissions running on this executor's slots now (none known: an empty list)."""
         ...
 
 

@@ -28,13 +28,14 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from grader.dispatch import Job, OnResult
+from grader.dispatch import Job, OnResult, Running
 from grader.errors import GraderError
 from grader.pipeline import (Built, Options, Ran, StageTimes, build_stage, execute_stage, not_graded, prepare_gold,
                              score_stage)
@@ -71,6 +72,13 @@ class LocalExecutor:
         self.build_jobs = build_jobs or os.cpu_count() or 1
         self.gpus = gpus
         self.run_slots = run_slots
+        self._running: dict[str, tuple[float, float]] = {}  # student -> (when its run began, its time limit)
+        self._running_lock = threading.Lock()
+
+    def running(self) -> list[Running]:
+        now = time.monotonic()
+        with self._running_lock:
+            return [(student, now - began, limit) for student, (began, limit) in self._running.items()]
 
     def slots(self, assignment: Assignment) -> list[str | None]:
         """One entry per run slot: the GPU it sees (CUDA: `run_slots` per GPU), or None (C++ runs on the CPU).
@@ -124,6 +132,9 @@ class LocalExecutor:
 
             def execute(job: Job, built: Built, outputs: Path) -> Ran | Result:
                 nonlocal pool
+                limit = assignment.submission_time_limit_s or sum(k.budget_s for k in built.kernels)
+                with self._running_lock:
+                    self._running[job.student] = (time.monotonic(), limit)
                 try:
                     return pool.submit(execute_stage, built, assignment, options, outputs).result()
                 except BrokenProcessPool:
@@ -131,6 +142,9 @@ class LocalExecutor:
                     return _error(assignment, options, job, "the grading process for this submission died")
                 except Exception as error:
                     return _error(assignment, options, job, _describe(error))
+                finally:
+                    with self._running_lock:
+                        self._running.pop(job.student, None)
 
             def done(job: Job, ran: Ran | Result, outputs: Path) -> None:
                 if isinstance(ran, Result):

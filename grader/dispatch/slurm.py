@@ -42,6 +42,9 @@ class SlurmExecutor:
     name = "slurm"
     streams = False  # one job array: every repository is fetched first
 
+    def running(self) -> list:
+        return []  # its tasks run on the cluster's nodes, which say nothing of them here until they end
+
     def __init__(self, shared_dir: Path, wait: bool = True, sbatch_args: tuple[str, ...] = (),
                  template: Path | None = None, max_parallel: int | None = None, poll_seconds: float = 2.0,
                  secret_file: Path | None = None) -> None:
