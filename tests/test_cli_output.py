@@ -179,3 +179,21 @@ def test_the_local_executor_says_which_submissions_are_running(tmp_path: Path, m
     budget = sum(k.budget_s for k in flash.kernels)
     assert [[(student, limit) for student, _, limit in now] for now in seen] == [[("ada", budget)]]
     assert executor.running() == []
+
+
+def test_a_log_says_which_runs_are_long_when_no_result_comes(monkeypatch) -> None:
+    """In a log (no terminal), a tail of looping submissions would print nothing for minutes."""
+    import time as clock
+
+    import grader.batch.progress as progress
+
+    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.05)
+    monkeypatch.setattr(progress, "LONG_RUN_S", 0.2)
+    output = io.StringIO()
+    tally = Tally(Console(file=output))
+    tally.running = lambda: [("s299-timeout", 0.5, 40.0)]
+    with tally.progress(300, "grading"):
+        clock.sleep(0.6)
+    lines = [line for line in output.getvalue().splitlines() if "running over" in line]
+    assert lines and "s299-timeout: their time limits end within 0:00:39" in lines[0], output.getvalue()
+    assert len(lines) <= 3  # once per quiet LONG_RUN_S, not every tick

@@ -403,6 +403,16 @@ def test_the_gradebook_has_a_column_per_variant_beside_its_kernels(broken_result
         sum(float(values[f"opt_b/{k}"]) for k in ("standard_attention", "flash_attention")))
 
 
+def test_gradescope_names_a_missing_variant_folder_and_no_hidden_figures(broken_result: Result) -> None:
+    from grader.report import gradescope
+
+    summary = gradescope._summary(broken_result)
+    assert "variant `opt_a`" in summary and "`src_opt_a/` is not in the submission" in summary
+    line = next(line for line in summary.splitlines() if "variant `opt_b`" in line)
+    # opt_b failed cases, but its line says nothing of them: they include hidden ones.
+    assert "failed" not in line and "cases" not in line, line
+
+
 # ---------------------------------------------------------------- SASS evidence, from libraries nvcc builds here
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

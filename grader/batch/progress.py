@@ -104,10 +104,15 @@ class Tally:
                 self._ticker.join()
 
     def _tick(self) -> None:
+        quiet_since = time.monotonic()
         while not self._stop.wait(PLAIN_EVERY_S):
             waiting = self.waiting()
-            if waiting is not None and waiting[2] >= STUCK_S:
+            stuck = waiting is not None and waiting[2] >= STUCK_S
+            # Long runs and no result for LONG_RUN_S (a tail of looping submissions): say so that often.
+            quiet = time.monotonic() - max(self.graded_at[-1] if self.graded_at else 0.0, quiet_since) >= LONG_RUN_S
+            if stuck or (quiet and self.long_runs_text()):
                 self.console.print(self.status_line(), highlight=False, markup=False, soft_wrap=True)
+                quiet_since = time.monotonic()
 
     def describe(self, what: str) -> None:
         self.what = what

@@ -16,7 +16,7 @@ from grader.report.hints import case_hints, kernel_hints
 from grader.report.render import environment
 from grader.results import KernelResult, Result
 from grader.spec import PROJECT_ROOT, Assignment
-from grader.status import KernelStatus
+from grader.status import KernelStatus, Outcome
 from grader.targets import target_of
 
 PUBLIC, HIDDEN = "visible", "after_due_date"
@@ -128,6 +128,15 @@ def _summary(result: Result) -> str:
         status = "compile error" if kernel.status is KernelStatus.COMPILE_ERROR \
             else f"{passed}/{len(public)} public cases passed"
         lines.append(f"- `{kernel.name}` ({kernel.max_score:g} point{'' if kernel.max_score == 1 else 's'}): {status}")
+    for variant in result.variants:
+        # What a student can act on before the due date: a missing or unchanged folder, the evidence.
+        # Not the variant's score or message: those count hidden cases.
+        said = [f"`{variant.folder}/` is not in the submission"] if variant.status is Outcome.NOT_SUBMITTED else []
+        if variant.changes_nothing and variant.status is not Outcome.NOT_SUBMITTED:
+            said.append(f"changes none of {', '.join(variant.must_change)}")
+        said += variant.evidence
+        lines.append(f"- variant `{variant.name}`, {variant.title} ({variant.max_score:g} points, graded on every "
+                     f"kernel): " + ("; ".join(said) or "its folder was laid over the base"))
     if any(not c.public for k in result.kernels for c in k.cases):
         lines += ["", "Hidden cases are graded too; their results appear after the due date."]
     if result.late and result.late.days_late:
