@@ -1,6 +1,6 @@
 """gpt2-m2 on a real GPU: the reference's four optimizations score 18/18, and each way of losing a variant loses that one.
 
-Marked `gpu`: skipped with the reason where there is no CUDA device and CuPy. The reference is graded whole once
+Marked `gpu`: skipped with the reason where there is no CUDA device. The reference is graded whole once
 (every kernel of the base and the four variants, every case); the samples and the template on the public cases,
 which is enough to fail or pass each variant and keeps the file to a couple of minutes on an H200.
 """
