@@ -19,12 +19,7 @@ needs_sass = pytest.mark.skipif(
     reason="cuobjdump and nvdisasm are not installed (the CUDA toolkit's, or "
            "`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`)")
 
-# Three matmuls as students write them, one library per arch, each kernel behind its own extern "C" entry.
-MATMULS = r"""
-#include <mma.h>
-using namespace nvcuda;
-
-// tf32-wmma-matmul: one warp per 16x16 tile of out, K in steps of 8.
+WMMA_TF32_KERNEL = r"""// tf32-wmma-matmul: one warp per 16x16 tile of out, K in steps of 8.
 __global__ void matmul_tf32_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
     int tile_row = blockIdx.y * 16, tile_col = blockIdx.x * 16;
     wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a;
@@ -40,7 +35,14 @@ __global__ void matmul_tf32_kernel(float* out, const float* inp, const float* we
     }
     wmma::store_matrix_sync(out + tile_row * OC + tile_col, acc, OC, wmma::mem_row_major);
 }
+"""
 
+# Three matmuls as students write them, one library per arch, each kernel behind its own extern "C" entry.
+MATMULS = r"""
+#include <mma.h>
+using namespace nvcuda;
+
+""" + WMMA_TF32_KERNEL + r"""
 // course-naive-matmul: the CPU reference's loops, one thread per output.
 __global__ void matmul_naive_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
     int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;

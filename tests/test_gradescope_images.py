@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.cli import main
+from test_export_gradescope import autograder_zip  # noqa: F401 -- the zip as `grader export gradescope` writes it
 from grader.errors import GraderError
 from grader.samples import variants
 from grader.spec import load_assignment
@@ -47,17 +47,6 @@ def docker_or_skip():
         return docker_client()
     except GraderError as error:
         pytest.skip(f"no Docker daemon: {error}; then make the Ubuntu images with `bash {SCRIPT}`")
-
-
-@pytest.fixture(scope="module")
-def autograder_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The zip exactly as `grader export gradescope` writes it, with a secret as a course would give it."""
-    out = tmp_path_factory.mktemp("gradescope")
-    secret = out / "secret.txt"
-    secret.write_text("course-secret\n")
-    assert main(["export", "gradescope", "--assignment", "flash-attention-cpu", "--out", str(out),
-                 "--secret-file", str(secret)]) == 0
-    return out / "autograder-flash-attention-cpu.zip"
 
 
 def content_key(zip_path: Path) -> str:

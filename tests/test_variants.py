@@ -23,6 +23,7 @@ from grader.status import KernelStatus, Outcome
 from grader.store import Store
 
 from conftest import copy_pack
+from test_evidence import WMMA_TF32_KERNEL
 
 SUBMISSIONS = PROJECT_ROOT / "tests" / "submissions" / "flash-attention-cpu"
 
@@ -465,23 +466,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, int M, in
 WMMA_MATMUL = """#pragma once
 #include <mma.h>
 using namespace nvcuda;
-// tf32-wmma-matmul: one warp per 16x16 tile of out, K in steps of 8.
-__global__ void matmul_tf32_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
-    int tile_row = blockIdx.y * 16, tile_col = blockIdx.x * 16;
-    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a;
-    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> b;
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int k = 0; k < C; k += 8) {
-        wmma::load_matrix_sync(a, inp + tile_row * C + k, C);
-        wmma::load_matrix_sync(b, weight + tile_col * C + k, C);
-        for (int i = 0; i < a.num_elements; i++) a.x[i] = wmma::__float_to_tf32(a.x[i]);
-        for (int i = 0; i < b.num_elements; i++) b.x[i] = wmma::__float_to_tf32(b.x[i]);
-        wmma::mma_sync(acc, a, b, acc);
-    }
-    wmma::store_matrix_sync(out + tile_row * OC + tile_col, acc, OC, wmma::mem_row_major);
-}
-void matmul_forward(float* out, const float* inp, const float* weight, int M, int C, int OC) {
+""" + WMMA_TF32_KERNEL + """void matmul_forward(float* out, const float* inp, const float* weight, int M, int C, int OC) {
     matmul_tf32_kernel<<<dim3(OC / 16, M / 16), 32>>>(out, inp, weight, M, C, OC);
 }
 """
