@@ -40,11 +40,13 @@ def test_one_slot_per_gpu_for_cuda_and_run_slots_for_cpp() -> None:
     assert LocalExecutor(run_slots=3).slots(load_assignment("flash-attention-cpu")) == [None] * 3
 
 
-def test_run_slots_share_each_gpu_two_by_default_where_the_cores_allow(monkeypatch) -> None:
+def test_run_slots_share_each_gpu_four_by_default_where_the_cores_allow(monkeypatch) -> None:
     gpt2 = load_assignment("gpt2-m1")
     assert LocalExecutor(gpus=["0", "1"], run_slots=3).slots(gpt2) == ["0", "1"] * 3  # spread over the GPUs
     monkeypatch.setattr(local, "usable_cores", lambda: 16)
-    assert LocalExecutor(gpus=["0"]).slots(gpt2) == ["0", "0"]
+    assert LocalExecutor(gpus=["0"]).slots(gpt2) == ["0"] * 4
+    monkeypatch.setattr(local, "usable_cores", lambda: 2)
+    assert LocalExecutor(gpus=["0"]).slots(gpt2) == ["0", "0"]  # no more slots than cores
     monkeypatch.setattr(local, "usable_cores", lambda: 1)
     assert LocalExecutor(gpus=["0"]).slots(gpt2) == ["0"]
 

@@ -54,7 +54,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpus", default=None, help="local: comma-separated GPU ids the run slots use "
                                                       "(default: $CUDA_VISIBLE_DEVICES or every GPU)")
     parser.add_argument("--run-slots", type=int, default=None,
-                        help="local: submissions run at once; CUDA assignments: per GPU (default: 2, fewer where "
+                        help="local: submissions run at once; CUDA assignments: per GPU (default: 4, fewer where "
                              "there are fewer cores; a kernel that crashed beside another submission is run again "
                              "with the GPU to itself), C++ assignments: in all (default: half the cores, at least 2)")
     parser.add_argument("--fetch-jobs", type=int, default=8, help="repositories cloned or fetched at once (default: 8)")

@@ -1,7 +1,7 @@
 """The local pool: builds in parallel on the CPU cores while a few submissions at a time run on each GPU.
 
 Each run slot is a process of its own that sees one GPU (CUDA_VISIBLE_DEVICES) and runs one
-submission at a time; a GPU has `run_slots` of them (default 2), so that one submission's harness
+submission at a time; a GPU has `run_slots` of them (default 4), so that one submission's harness
 start-ups, copies and host-side checks overlap another's kernels. The CPU pool keeps compiling the
 next submissions (at a lower CPU priority) and comparing the last ones meanwhile, so compiles,
 compares and GPU work overlap.
@@ -45,7 +45,9 @@ from grader.spec import Assignment
 from grader.status import CallStatus, SubmissionStatus
 from grader.targets import target_of
 
-GPU_RUN_SLOTS = 2  # submissions at once on one GPU, by default: enough to keep it busy between harness start-ups
+# Submissions at once on one GPU, by default. A class of 24 gpt2-m1 submissions on an H200 with 16
+# cores: 582/hour with 2, 689 with 4 (benchmarks/RESULTS.md, "A class on one GPU").
+GPU_RUN_SLOTS = 4
 SHARED_RUN = "shared_run"  # the stage of a result whose first run (beside a neighbour) was run again alone
 BUILD_NICE_INCREMENT = 10  # builds' CPU priority below the runs'
 IDLE_S = 0.5  # a run slot with nothing ready for this long confirms its crashes with the GPU to itself
