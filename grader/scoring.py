@@ -146,9 +146,11 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
              "max_score": max_score, "kernels": [m.name for m in members], "must_change": list(variant.must_change),
              "unchanged_files": list(folder.unchanged)}
     if not folder.submitted:
+        # Not a compile error: there was nothing to compile. The batch then counts the student as failed.
+        missing = f"{variant.folder}/ is not in the submission"
+        members = [dataclasses.replace(m, status=KernelStatus.NOT_SUBMITTED, message=missing) for m in members]
         return members, VariantResult(score=0.0, status=Outcome.NOT_SUBMITTED, **facts,
-                                      message=f"{variant.folder}/ is not in the submission, so {variant.name} "
-                                              f"scores 0/{max_score:g}")
+                                      message=f"{missing}, so {variant.name} scores 0/{max_score:g}")
     kernels = {m.name: assignment.kernel(m.name) for m in members}
     built = {m.name: artifacts[m.name] for m in members if m.name in artifacts}
     by_base = {kernels[name].base: a.evidence for name, a in built.items() if a.evidence is not None}

@@ -86,6 +86,7 @@ class KernelStatus(_Status):
     CRASHED = "crashed"
     TIMEOUT = "timeout"
     NOT_RUN = "not_run"  # nothing was run (no device for its target, ...): neither credit nor blame
+    NOT_SUBMITTED = "not_submitted"  # a variant's kernel whose folder is not in the submission: nothing to build
 
     @property
     def is_failure_of_student_code(self) -> bool:

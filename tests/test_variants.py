@@ -268,7 +268,9 @@ def test_missing_folder_is_not_submitted_and_costs_only_its_variant(variants: As
     assert found["opt_a"].message == "src_opt_a/ is not in the submission, so opt_a scores 0/6"
     for name in ("opt_a/standard_attention", "opt_a/flash_attention"):
         assert found[name].cases and all(not c.status.ran for c in found[name].cases)  # not built, so never run
-        assert "src_opt_a/ is not in the submission" in found[name].message
+        # Not a compile error: there was nothing to compile.
+        assert found[name].status is KernelStatus.NOT_SUBMITTED
+        assert found[name].message == "src_opt_a/ is not in the submission"
     assert found["opt_b"].score == 3 and found["standard_attention"].score == 1 and found["flash_attention"].score == 2
 
 
@@ -394,6 +396,17 @@ def test_reports_group_kernels_by_variant_base_first(broken_result: Result) -> N
     assert "opt_b: 1 of 2 kernels have full marks: flash_attention failed" in printed
     assert "flag: flash_attention: calls nothing matching memcpy, which opt_b requires" in printed
     assert printed.index("opt_a") < printed.index("opt_b/standard_attention")
+
+
+def test_a_missing_variant_folder_fails_in_junit_and_the_submission_counts_as_failed(broken_result: Result) -> None:
+    from xml.etree import ElementTree
+
+    from grader.report import junit
+
+    assert broken_result.outcome is Outcome.FAILED  # not "compile_error": nothing was compiled
+    suites = {s.get("name"): s for s in ElementTree.fromstring(junit.render(broken_result)).iter("testsuite")}
+    missing = next(s for name, s in suites.items() if name.endswith("opt_a/flash_attention"))
+    assert int(missing.get("failures")) == len(list(missing.iter("testcase"))) and missing.get("skipped") == "0"
 
 
 def test_the_gradebook_has_a_column_per_variant_beside_its_kernels(broken_result: Result) -> None:

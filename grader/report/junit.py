@@ -106,6 +106,9 @@ def _testcase(result: Result, kernel: KernelResult, case: CaseResult) -> tuple[E
         error = ET.SubElement(element, "error", message="compile error", type=KernelStatus.COMPILE_ERROR.value)
         error.text = kernel.message
         return element, "errors"
+    if kernel.status is KernelStatus.NOT_SUBMITTED:  # its variant's folder is missing: points lost, not skipped
+        ET.SubElement(element, "failure", message=kernel.message, type=KernelStatus.NOT_SUBMITTED.value)
+        return element, "failures"
     if case.status is CaseStatus.NOT_RUN:
         ET.SubElement(element, "skipped", message=case.message or "not run")
         return element, "skipped"

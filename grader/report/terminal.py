@@ -12,7 +12,7 @@ from grader.status import KernelStatus, Outcome
 
 STATUS_STYLE = {KernelStatus.PASSED: "green", KernelStatus.FAILED: "red", KernelStatus.FORBIDDEN: "red",
                 KernelStatus.COMPILE_ERROR: "magenta", KernelStatus.CRASHED: "red bold", KernelStatus.TIMEOUT: "yellow",
-                KernelStatus.NOT_RUN: "dim"}
+                KernelStatus.NOT_RUN: "dim", KernelStatus.NOT_SUBMITTED: "dim"}
 VARIANT_STYLE = {Outcome.PASSED: "green", Outcome.NOT_SUBMITTED: "dim", Outcome.COMPILE_ERROR: "magenta",
                  Outcome.TIMEOUT: "yellow"}
 
