@@ -37,6 +37,15 @@ __global__ void matmul_tf32_kernel(float* out, const float* inp, const float* we
 }
 """
 
+NAIVE_MATMUL_KERNEL = r"""__global__ void matmul_naive_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= M || col >= OC) return;
+    float sum = 0.0f;
+    for (int k = 0; k < C; k++) sum = fmaf(inp[row * C + k], weight[col * C + k], sum);
+    out[row * OC + col] = sum;
+}
+"""
+
 # Three matmuls as students write them, one library per arch, each kernel behind its own extern "C" entry.
 MATMULS = r"""
 #include <mma.h>
@@ -44,14 +53,7 @@ using namespace nvcuda;
 
 """ + WMMA_TF32_KERNEL + r"""
 // course-naive-matmul: the CPU reference's loops, one thread per output.
-__global__ void matmul_naive_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
-    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (row >= M || col >= OC) return;
-    float sum = 0.0f;
-    for (int k = 0; k < C; k++) sum = fmaf(inp[row * C + k], weight[col * C + k], sum);
-    out[row * OC + col] = sum;
-}
-
+""" + NAIVE_MATMUL_KERNEL + r"""
 // course-tiled-matmul: a 32x32 tile of weight in shared memory, padded against bank conflicts.
 __global__ void matmul_tiled_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
     __shared__ float tile[32][33];

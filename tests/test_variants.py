@@ -23,7 +23,7 @@ from grader.status import KernelStatus, Outcome
 from grader.store import Store
 
 from conftest import copy_pack
-from test_evidence import WMMA_TF32_KERNEL
+from test_evidence import NAIVE_MATMUL_KERNEL, WMMA_TF32_KERNEL
 
 SUBMISSIONS = PROJECT_ROOT / "tests" / "submissions" / "flash-attention-cpu"
 
@@ -464,14 +464,7 @@ evidence_penalty = 0.5
 
 NAIVE_MATMUL = """#pragma once
 // course-naive-matmul: one thread per output, the CPU reference's loop.
-__global__ void matmul_naive_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
-    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (row >= M || col >= OC) return;
-    float sum = 0.0f;
-    for (int k = 0; k < C; k++) sum = fmaf(inp[row * C + k], weight[col * C + k], sum);
-    out[row * OC + col] = sum;
-}
-void matmul_forward(float* out, const float* inp, const float* weight, int M, int C, int OC) {
+""" + NAIVE_MATMUL_KERNEL + """void matmul_forward(float* out, const float* inp, const float* weight, int M, int C, int OC) {
     matmul_naive_kernel<<<dim3((OC + 15) / 16, (M + 15) / 16), dim3(16, 16)>>>(out, inp, weight, M, C, OC);
 }
 """
