@@ -63,6 +63,7 @@ class Session:
         for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_PATH"):
             if name in os.environ:
                 env[name] = os.environ[name]
+        env.update(target.harness_env)
         command = [*wrapper, sys.executable, "-m", "grader.harness", str(plan_file), str(self.progress), str(start),
                    str(stop)]
         own = calls[start:stop]

@@ -56,6 +56,7 @@ class Target(Protocol):
     needs_gpu: bool  # its kernels run on a GPU: run slots per GPU, the GPU visible in the sandbox
     compute_sanitizer: bool  # compute-sanitizer can check its kernels
     python_packages: tuple[str, ...]  # what its harness half imports: made visible inside the sandbox
+    harness_env: dict[str, str]  # set for each correctness harness (and the sanitizer's)
     device_module: str  # its harness half, a module with `open_device(sanitizer: bool, device_code: str) -> Device`
     shim_file: str  # the generated file a build gets beside the sources
 

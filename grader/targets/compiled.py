@@ -24,6 +24,7 @@ class CompiledTarget:
     needs_gpu: bool
     compute_sanitizer: bool
     python_packages: tuple[str, ...]
+    harness_env: dict[str, str]
     device_module: str
     shim_file: str
     shim_template: str

@@ -33,6 +33,7 @@ class CppTarget(CompiledTarget):
     needs_gpu = False
     compute_sanitizer = False
     python_packages = ("numpy",)
+    harness_env: dict[str, str] = {}
     device_module = "grader.targets.cpp_device"
     shim_file = "kg_shim.cpp"
     shim_template = _SHIM

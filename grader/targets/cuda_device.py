@@ -34,6 +34,7 @@ class Driver:
         "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
         "cuDeviceGetCount": [ctypes.POINTER(ctypes.c_int)],
         "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
+        "cuDevicePrimaryCtxSetFlags_v2": [ctypes.c_int, ctypes.c_uint],
         "cuDevicePrimaryCtxRetain": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int],
         "cuCtxSetCurrent": [ctypes.c_void_p],
         "cuMemAlloc_v2": [ctypes.POINTER(_pointer), _size],
@@ -75,6 +76,9 @@ class Allocation:
     dtype: np.dtype
 
 
+# A synchronisation sleeps until the GPU is done instead of spinning a core: a harness waits on its
+# kernels most of its life, beside other harnesses and the compilers of the next submissions.
+CU_CTX_SCHED_BLOCKING_SYNC = 0x04
 DIGEST_BLOCKS, DIGEST_THREADS = 264, 256  # 2 blocks per SM of an H200: a 150 MB buffer in well under 1 ms
 CHUNK_BYTES = 64 << 20  # a fill the driver can't do as one memset is composed on the host this much at a time
 
@@ -87,6 +91,9 @@ class CudaDevice(SharedLibraryDevice):
         self.driver("cuInit", 0)
         device = ctypes.c_int()
         self.driver("cuDeviceGet", ctypes.byref(device), 0)
+        # Before the context exists: the runtime in the kernel's library (cudaDeviceSynchronize in
+        # the shim) shares it, flags included.
+        self.driver("cuDevicePrimaryCtxSetFlags_v2", device, CU_CTX_SCHED_BLOCKING_SYNC)
         context = ctypes.c_void_p()
         self.driver("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
         self.driver("cuCtxSetCurrent", context)
