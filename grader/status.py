@@ -146,3 +146,20 @@ class Outcome(_Status):
         if KernelStatus.COMPILE_ERROR in statuses:
             return cls.COMPILE_ERROR
         return cls.PASSED if all(k is KernelStatus.PASSED for k in statuses) else cls.FAILED
+
+
+class TimingStatus(_Status):
+    """How one kernel's timing ended; only `timed` carries a speed."""
+
+    TIMED = "timed"
+    WRONG = "wrong"  # its outputs after the timed calls did not match gold: fast and wrong gets no speed
+    NO_WORK = "no_work"  # a timed call left an output all poison: it skipped its work (e.g. replayed a cached answer)
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    COMPILE_ERROR = "compile_error"
+    NOT_SUBMITTED = "not_submitted"  # a variant whose folder is not in the submission
+    NOT_RUN = "not_run"  # nothing could run here (no GPU)
+
+    @property
+    def has_speed(self) -> bool:
+        return self is TimingStatus.TIMED

@@ -8,10 +8,10 @@ import sys
 from rich.console import Console
 
 from grader import __version__
-from grader.cli import batch, check, demo, export, grade, listing, report
+from grader.cli import batch, check, demo, export, grade, listing, report, time
 from grader.errors import GraderError
 
-COMMANDS = (grade, check, listing, demo, report, export, batch)
+COMMANDS = (grade, check, listing, demo, report, export, batch, time)
 
 
 def main(argv: list[str] | None = None) -> int:

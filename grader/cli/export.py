@@ -11,6 +11,7 @@ from rich.console import Console
 from grader.cases import read_secret
 from grader.cli.report import load_result, stored_results
 from grader.spec import load_assignment
+from grader.timing.table import read_table
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -29,6 +30,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     results = kinds.add_parser("gradescope-results", help="one result as Gradescope's results.json")
     results.add_argument("--result", type=Path, required=True, help="a result written by `grader grade --json`")
     results.add_argument("--out", type=Path, required=True, help="results.json to write")
+    results.add_argument("--timing", type=Path, default=None,
+                         help="a timing file written by `grader time --json`: its leaderboard value leads results.json's")
     results.add_argument("--log", type=Path, default=None,
                          help="the grading log, shown (its end) when the result is missing because grading failed")
     results.add_argument("--note", action="append", default=[],
@@ -63,7 +66,8 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
     from grader.report import gradescope
 
     if arguments.result.is_file():
-        document = gradescope.results_json(load_result(arguments.result), tuple(arguments.note))
+        speed = read_table(arguments.timing) if arguments.timing else None
+        document = gradescope.results_json(load_result(arguments.result), tuple(arguments.note), speed)
     else:
         log = arguments.log.read_text(errors="replace") if arguments.log and arguments.log.is_file() else ""
         tail = "\n".join(log.strip().splitlines()[-30:])

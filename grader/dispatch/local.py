@@ -44,6 +44,7 @@ from grader.runner.slots import HARNESSES_ENV, usable_cores
 from grader.spec import Assignment
 from grader.status import CallStatus, SubmissionStatus
 from grader.targets import target_of
+from grader.timing.lock import gpu_lock
 
 # Submissions at once on one GPU, by default. A class of 24 gpt2-m1 submissions on an H200 with 16
 # cores: 582/hour with 2, 689 with 4 (benchmarks/RESULTS.md, "A class on one GPU").
@@ -138,7 +139,9 @@ class LocalExecutor:
                 with self._running_lock:
                     self._running[job.student] = (time.monotonic(), limit)
                 try:
-                    return pool.submit(execute_stage, built, assignment, options, outputs).result()
+                    # Shared with the other slots; a timing job (`grader time`) holds it alone.
+                    with gpu_lock(exclusive=False, gpu=device) if device is not None else contextlib.nullcontext():
+                        return pool.submit(execute_stage, built, assignment, options, outputs).result()
                 except BrokenProcessPool:
                     pool = _run_pool(device)
                     return _error(assignment, options, job, "the grading process for this submission died")

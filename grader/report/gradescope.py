@@ -18,6 +18,7 @@ from grader.results import KernelResult, Result
 from grader.spec import PROJECT_ROOT, Assignment
 from grader.status import KernelStatus, Outcome
 from grader.targets import target_of
+from grader.timing.table import SpeedupTable
 
 PUBLIC, HIDDEN = "visible", "after_due_date"
 MICRO = 1_000_000  # results.json's points are exact to a millionth: per-case points are counted in these
@@ -26,10 +27,12 @@ PACKAGE_FILES = ("pyproject.toml", "README.md")
 PACK_FOLDERS = ("assignments", "reference", "student_template")
 
 
-def results_json(result: Result, notes: tuple[str, ...] = ()) -> dict:
+def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedupTable | None = None) -> dict:
     """The whole results.json object for one graded submission.
 
     notes: lines for staff and students alike, above the summary (how the autograder graded it).
+    speed: the submission's speed-up table (`grader time`), whose leaderboard value the spec's
+    [timing] names: it leads Gradescope's `leaderboard`.
     """
     tests = [test for kernel in result.kernels for test in _kernel_tests(kernel)]
     if result.late and result.late.points_deducted:
@@ -50,7 +53,7 @@ def results_json(result: Result, notes: tuple[str, ...] = ()) -> dict:
                        "sandbox_enforced": list(result.environment.sandbox_enforced),
                        "python": result.environment.python, "grader_version": result.environment.grader_version},
     }
-    leaderboard = _leaderboard(result)
+    leaderboard = _speed_entry(speed) + _leaderboard(result)
     if leaderboard:
         document["leaderboard"] = leaderboard
     return document
@@ -142,6 +145,17 @@ def _summary(result: Result) -> str:
     if result.late and result.late.days_late:
         lines += ["", f"Submitted {result.late.days_late:g} days late: −{result.late.points_deducted:g} points."]
     return "\n".join(lines)
+
+
+def _speed_entry(speed: SpeedupTable | None) -> list[dict]:
+    """The spec's leaderboard value (a geometric mean of speed-ups: higher is better), where one was measured."""
+    if speed is None or speed.leaderboard_value is None:
+        return []
+    measure = {"geomean_speedup_vs_m1": "speed-up vs your kernels/",
+               "geomean_speedup_vs_reference": "speed-up vs the reference"}.get(speed.leaderboard, speed.leaderboard)
+    kernels = f"{speed.leaderboard_rows} kernel{'' if speed.leaderboard_rows == 1 else 's'}"
+    return [{"name": f"{measure} (geometric mean of {kernels})",
+             "value": speed.leaderboard_value, "order": "desc"}]
 
 
 def _leaderboard(result: Result) -> list[dict]:

@@ -54,7 +54,10 @@ class Session:
         self.applied: tuple[str, ...] = ()  # the limits the sandbox really applied to this harness
 
     def run(self, plan_file: Path, start: int, stop: int, calls: list[Call], sandbox: Sandbox, limits: Limits,
-            target: Target, deadline: float, wrapper: tuple[str, ...] = ()) -> HarnessExit:
+            target: Target, deadline: float, wrapper: tuple[str, ...] = (), module: str = "grader.harness",
+            options: tuple[str, ...] = (), harness_env: dict[str, str] | None = None) -> HarnessExit:
+        """`module`: the harness's (the timing harness: "grader.timing.harness", with its `options` after the
+        plan's four arguments); `harness_env`: set for it (default: the target's, for correctness runs)."""
         self.progress.touch()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": str(GRADER_ROOT),
@@ -63,9 +66,9 @@ class Session:
         for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_PATH"):
             if name in os.environ:
                 env[name] = os.environ[name]
-        env.update(target.harness_env)
-        command = [*wrapper, sys.executable, "-m", "grader.harness", str(plan_file), str(self.progress), str(start),
-                   str(stop)]
+        env.update(target.harness_env if harness_env is None else harness_env)
+        command = [*wrapper, sys.executable, "-m", module, str(plan_file), str(self.progress), str(start), str(stop),
+                   *options]
         own = calls[start:stop]
         # Only this kernel's library and inputs are visible: not the gold, not other kernels' or students' files.
         read_only = tuple(dict.fromkeys([plan_file, *(c.library for c in own), *(c.inputs_dir for c in own)]))

@@ -1,0 +1,64 @@
+"""`grader time SUBMISSION --assignment NAME [--against-reference]`: each kernel's speed, per variant, as a table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from grader.device import unavailable_reason
+from grader.errors import GraderError, SubmissionError
+from grader.pipeline import Options, default_cache_dir
+from grader.sandbox import SANDBOX_NAMES
+from grader.spec import load_assignment
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("time", help="time each kernel of a submission, per variant, against its own "
+                                              "kernels/ and the reference (instructors; needs the kernels' GPU)")
+    parser.add_argument("submission", type=Path, help="the submission's folder (a git checkout or a plain folder)")
+    parser.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
+    parser.add_argument("--against-reference", action="store_true",
+                        help="time the reference's kernels too, the same way, for the 'vs reference' column")
+    parser.add_argument("--kernels", help="comma-separated kernels or variants to time (default: all); req_0 picks "
+                                          "a variant's kernels, req_0/matmul one of them")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="where the timings and the table go as JSON (default: timing-<assignment>.json here)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="builds, inputs and gold outputs (default: $KERNEL_GRADER_CACHE or ~/.cache/kernel-grader)")
+    parser.add_argument("--sandbox", default="local", choices=SANDBOX_NAMES, help="where student code runs")
+    parser.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: all cores)")
+    parser.add_argument("--cuda-arch", default=None, help="e.g. sm_90 (default: GPU 0's)")
+    parser.set_defaults(run=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    from grader.timing.run import time_submission
+    from grader.timing.spec import load_timing
+    from grader.timing.table import clocks_summary, render, speedup_table
+
+    console = Console()
+    assignment = load_assignment(arguments.assignment)
+    timing = load_timing(assignment)  # a broken [timing] table is said before anything is built
+    if not arguments.submission.exists():
+        raise SubmissionError(f"submission {arguments.submission}: no such folder")
+    if reason := unavailable_reason(assignment.target):
+        raise GraderError(f"cannot time {assignment.name}'s kernels on this machine: {reason}. Timing needs the "
+                          f"{assignment.target} device the kernels run on; `grader grade` still compiles them here")
+    options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
+                      kernels=tuple(k.strip() for k in arguments.kernels.split(",")) if arguments.kernels else (),
+                      jobs=arguments.jobs, cuda_arch=arguments.cuda_arch)
+    student = time_submission(arguments.submission, assignment, options, timing)
+    reference = time_submission(assignment.reference_dir, assignment, options, timing) \
+        if arguments.against_reference else None
+    table = speedup_table(student, reference, timing)
+    render(table, console, f"{assignment.name}: {arguments.submission}")
+    console.print(clocks_summary(student.kernels + (reference.kernels if reference else ())), highlight=False)
+    path = arguments.json or Path(f"timing-{assignment.name}.json")
+    document = {"student": student.to_dict(), "reference": reference.to_dict() if reference else None,
+                "table": table.to_dict(), "timing_spec": timing.where}
+    path.write_text(json.dumps(document, indent=2))
+    console.print(f"timings (JSON) written to {path}", highlight=False, soft_wrap=True)
+    return 0
