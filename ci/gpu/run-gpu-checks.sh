@@ -35,7 +35,7 @@ for part in $parts; do
       tests/test_cuda_arch_probe.py ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
-    # Where a harness's time goes, per backend: the per-kernel CuPy start and GPU initialisation.
+    # Where a harness's time goes, per backend: the per-kernel interpreter start and GPU initialisation.
     overhead) run sandbox-overhead 200 python3 benchmarks/sandbox_overhead.py --assignment gpt2-m1 --backends process,local --repeat 2 ;;
     batch) run batch 480 python3 benchmarks/batch.py gpt2-m1 -n 12 --json "$out/batch.json" ;;
     # The same class without the submission that loops until its 60 s limit: the throughput of the pipeline itself.
