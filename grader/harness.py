@@ -8,10 +8,14 @@ for CUDA, NumPy for C++), fill inputs, poison outputs with a NaN of a known bit 
 initialise scratch as the spec says, call the kernel, check that the inputs and the margins are
 unchanged and that the call did not keep more device memory than allowed, and save the outputs as
 .npy. Progress goes to PROGRESS.jsonl one line per event (`grader.protocol`), so that when this
-process dies the runner knows which call was in flight. Gold outputs never enter this process.
+process dies the runner knows which call was in flight. Gold outputs never enter this process,
+with one deliberate exception: a forward-pass call's layer-by-layer pass computes each step's
+swap-in gold here, just in time, once that step's output is saved and sealed
+(`grader.forward.harness` says why that is safe).
 
 Only the standard library, NumPy, `grader.protocol` and the target's harness half (the plan's
-`device_module`) are imported here.
+`device_module`) are imported here; a harness running a forward-pass call also imports
+`grader.forward.harness` (NumPy and the pack's numpy_reference.py).
 """
 
 from __future__ import annotations
@@ -117,6 +121,8 @@ def load_library(device: Device, path: str, progress: Progress, index: int) -> A
 
 def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str, Any], progress: Progress,
              index: int) -> bool:
+    if call.forward is not None:
+        return _run_forward_call(plan, call, device, libraries, progress, index)
     library = libraries.get(call.library)
     if library is None:
         library = libraries[call.library] = load_library(device, call.library, progress, index)
@@ -145,13 +151,41 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
             np.save(output_dir / f"{buffer.name}.npy", inside.reshape(argument.shape))
         del buffer
     device.release()
+    if not _memory_kept_within(plan, device, progress, index):
+        return False
+    progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms, tuple(modified),
+                                            tuple(out_of_bounds)).fields())
+    return True
+
+
+def _memory_kept_within(plan: Plan, device: Device, progress: Progress, index: int) -> bool:
     limit = plan.device_memory_limit
     if limit and (held := device.held_bytes()) is not None and held > limit:
         # Memory the code allocated and kept: the next case (or the real program) would run out.
         progress.emit(Event.END, index, **Ended(EndStatus.DEVICE_MEMORY, held_bytes=held, limit_bytes=limit).fields())
         return False
-    progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms, tuple(modified),
-                                            tuple(out_of_bounds)).fields())
+    return True
+
+
+def _run_forward_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str, Any], progress: Progress,
+                      index: int) -> bool:
+    """A forward-pass call: its six libraries loaded once per harness, then its pass (`grader.forward.harness`)."""
+    # Imported here: a kernel's harness, which runs none, keeps to the protocol and its target's half.
+    from grader.forward.harness import run_forward
+
+    assert call.forward is not None
+    for path in call.forward.libraries.values():
+        if path not in libraries:
+            libraries[path] = load_library(device, path, progress, index)
+    loaded = {kernel: libraries[path] for kernel, path in call.forward.libraries.items()}
+    ran = run_forward(call.forward, Path(call.output_dir), device, loaded, progress.emit, index)
+    device.release()
+    if not ran.ok:
+        progress.emit(Event.END, index, **Ended(EndStatus.DEVICE_ERROR, message=ran.error).fields())
+        return False
+    if not _memory_kept_within(plan, device, progress, index):
+        return False
+    progress.emit(Event.END, index, **Ended(EndStatus.OK, ran.wall_ms, ran.device_ms).fields())
     return True
 
 
@@ -160,18 +194,26 @@ def open_device(plan: Plan) -> Device:
     return importlib.import_module(plan.device_module).open_device(plan.sanitizer, plan.device_code)
 
 
-def main(argv: list[str]) -> int:
-    plan = Plan.from_json(Path(argv[1]).read_text())
-    progress = Progress(Path(argv[2]))
-    start = int(argv[3])
-    stop = int(argv[4]) if len(argv) > 4 else len(plan.calls)
+def announced_device(plan: Plan, progress: Progress) -> Device | None:
+    """Say hello, open the plan's device and announce it (or why there is none: then None)."""
     progress.emit(Event.HELLO, at=time.time())
     try:
         device = open_device(plan)
     except Exception as error:  # no driver, no GPU: the machine's problem, said once and plainly
         progress.emit(Event.DEVICE_UNAVAILABLE, message=f"{type(error).__name__}: {error}")
-        return EXIT_NO_DEVICE
+        return None
     progress.emit(Event.DEVICE, **Ready(device.name, time.time(), device.free_bytes()).fields())
+    return device
+
+
+def main(argv: list[str]) -> int:
+    plan = Plan.from_json(Path(argv[1]).read_text())
+    progress = Progress(Path(argv[2]))
+    start = int(argv[3])
+    stop = int(argv[4]) if len(argv) > 4 else len(plan.calls)
+    device = announced_device(plan, progress)
+    if device is None:
+        return EXIT_NO_DEVICE
     libraries: dict[str, Any] = {}
     for index in range(start, stop):
         # "start" precedes loading the library: a crash in its static constructors is this call's.

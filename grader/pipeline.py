@@ -16,6 +16,9 @@ import numpy as np
 
 from grader import __version__
 from grader.build import Artifact, build_submission, toolchain_for
+from grader.forward.check import forward_calls, forward_results, forward_steps, gold_for
+from grader.forward.gold import forward_gold
+from grader.forward.inputs import prepare_forward_inputs
 from grader.cases import Seed, prepare_inputs
 from grader.compare import Verdict, compare
 from grader.device import unavailable_reason
@@ -78,6 +81,9 @@ class Built:
     seed: Seed
     stages: StageTimes  # so far
     variants: tuple[VariantSources, ...] = ()  # what the sources stage found of the selected kernels' variant folders
+    # The forward-pass checks whose six kernels are all selected ("forward", "req_0/forward", ...), and their inputs.
+    forward_checks: tuple[Kernel, ...] = ()
+    forward_inputs: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -135,8 +141,10 @@ def build_stage(path: Path | Checkout, assignment: Assignment, options: Options)
                                  sandbox=sandbox_named(options.sandbox))
     lap("build")
     seed, selection = _selection(assignment, kernels, options)
+    checks = assignment.forward_checks(kernels)
+    forward_inputs = prepare_forward_inputs(assignment, options.cache_dir) if checks else None
     lap("inputs")
-    return Built(checkout, kernels, artifacts, selection, seed, lap.times(), sources.variants)
+    return Built(checkout, kernels, artifacts, selection, seed, lap.times(), sources.variants, checks, forward_inputs)
 
 
 def run_stage(built: Built, assignment: Assignment, options: Options) -> Result:
@@ -168,6 +176,8 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
     lap = _Segment(built.stages)
     calls = [Call(k, c, built.artifacts[k.name].library, inputs, outputs_dir / k.name / c.name)  # type: ignore[arg-type]
              for k, c, inputs in built.selection if built.artifacts[k.name].status == BuildStatus.BUILT]
+    if built.forward_inputs is not None:  # its own harness, beside the kernels'
+        calls += forward_calls(assignment, built.forward_checks, built.artifacts, built.forward_inputs, outputs_dir)
     if calls and (reason := unavailable_reason(assignment.target)):
         # Compile feedback still counts on a laptop: every kernel was built; none can run here.
         outcomes = {(c.kernel.name, c.case.name): CallOutcome(c.kernel.name, c.case.name, CallStatus.NOT_RUN,
@@ -183,8 +193,10 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
                             options.cache_dir) if options.sanitizer and calls else None
     harnesses = harnesses_for(len({c.kernel.name for c in calls}), options.harnesses)
     started = time.perf_counter()
-    report = run_calls(assignment, calls, sandbox, parallel=harnesses,
-                       then=check.after_run if check else None) if calls else None
+    # compute-sanitizer checks kernels, not the forward pass that composes them.
+    then = (lambda kernel, ended: () if kernel in built.forward_checks else check.after_run(kernel, ended)) \
+        if check else None
+    report = run_calls(assignment, calls, sandbox, parallel=harnesses, then=then) if calls else None
     sanitizer: dict[str, list[SanitizerReport]] = report.after if report else {}
     if sanitizer and report is not None:
         # "run": until the last kernel's harness ended; "sanitizer": what its runs added after that.
@@ -218,6 +230,7 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     # Gold only where something ran: a compile-only grade (no GPU here) needs none.
     needed = [(k, c, i) for k, c, i in selection if (k.name, c.name) in ran_ok]
     gold = gold_outputs(assignment, needed, options.cache_dir, sandbox, options.cuda_arch) if needed else {}
+    forward = gold_for(assignment, ran.built.forward_checks, outcomes, ran.built.forward_inputs, options.cache_dir)
     lap("gold")
 
     def verdict_of(kernel: Kernel, case: Case) -> Verdict | None:
@@ -238,6 +251,8 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
                              kernel.tolerance_for(case)) for case in (c for k, c, _ in selection if k is kernel)]
         kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name),
                                            ran.logs.get(kernel.name, "")))
+    kernel_results += forward_results(assignment, ran.built.forward_checks, artifacts, outcomes, forward, ran.logs,
+                                      ran.not_run_reason)
     kernel_results, variants = score_variants(assignment, kernel_results, ran.built.variants, artifacts)
     lap("compare_and_score")
 
@@ -262,8 +277,12 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
 
 def prepare_gold(assignment: Assignment, options: Options) -> None:
     """Compute every case's inputs and gold once, before a batch fans out (they are cached by content)."""
-    _, selection = _selection(assignment, assignment.select(options.kernels), options)
+    kernels = assignment.select(options.kernels)
+    _, selection = _selection(assignment, kernels, options)
     gold_outputs(assignment, selection, options.cache_dir, sandbox_named(options.sandbox), options.cuda_arch)
+    if assignment.forward_checks(kernels):
+        forward_gold(assignment, forward_steps(assignment), prepare_forward_inputs(assignment, options.cache_dir),
+                     options.cache_dir)
 
 
 def not_graded(assignment: Assignment, options: Options, status: SubmissionStatus, message: str,
@@ -272,7 +291,7 @@ def not_graded(assignment: Assignment, options: Options, status: SubmissionStatu
     kernels = assignment.select(options.kernels)
     return Result(
         assignment=assignment.name, assignment_version=assignment.version, title=assignment.title, score=0.0,
-        max_score=round(sum(k.weight for k in kernels), 6), kernels=[], submission=submission,
+        max_score=round(sum(k.weight for k in (*kernels, *assignment.forward_checks(kernels))), 6), kernels=[], submission=submission,
         environment=_environment(assignment, options, sandbox_named(options.sandbox), ""), stages={},
         seed={}, public_only=options.public_only, graded_at=_now(), status=status, message=message,
     )

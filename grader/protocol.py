@@ -7,15 +7,18 @@ arrays are handled, never imported).
 A harness writes one JSON object a line to its progress file, in this grammar:
 
     hello, (device | device_unavailable), then for each call i from START to STOP:
-    start i, [loading i, loaded i,] end i; and finally finished
+    start i, [loading i, loaded i,]... [sealed i]... end i; and finally finished
 
 `loading`/`loaded` surround the first load of a library (its static constructors run between
-them). Anything out of this order was written by the code under test.
+them; a forward-pass call loads its six). `sealed` is a forward-pass call's: one output saved, with
+its digest, written before the next step's student code runs (the runner reads the events live, so
+a later rewrite of that file is found). Anything out of this order was written by the code under test.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Union
@@ -74,6 +77,82 @@ Argument = Union[ScalarArgument, BufferArgument]
 
 
 @dataclass(frozen=True)
+class SliceArgument:
+    """A pointer parameter of one forward-pass step: a slice of one of the pass's allocations."""
+
+    name: str
+    role: str  # "input", "output" or "scratch", as the kernel's spec says
+    dtype: str
+    space: str  # the allocation: "activations", "parameters" or "tokens"
+    offset: int  # elements from the allocation's start
+    count: int  # elements the kernel is given (its spec's allocation)
+    shape: tuple[int, ...]  # what the step's gold function sees (the spec's shape)
+    null: bool = False
+    mutable: bool = False  # an input the kernel may overwrite (attention's packed QKV)
+
+
+StepArgument = Union[ScalarArgument, SliceArgument]
+
+
+@dataclass(frozen=True)
+class ForwardStep:
+    """One kernel call of the forward pass: its library's kernel, its arguments, the file its output is saved as."""
+
+    kernel: str  # the base kernel's name: the key of its library and its numpy_reference function
+    arguments: tuple[StepArgument, ...]
+    output: str  # file stem ("step-024")
+
+
+@dataclass(frozen=True)
+class Region:
+    """A named slice of the activations ("layer 3's ln2"), for saying where a stray write landed."""
+
+    name: str
+    offset: int
+    count: int
+    gold: bool  # a step's graded output (its gold is swapped in); else scratch the kernels may leave anything in
+
+
+@dataclass(frozen=True)
+class ForwardPlan:
+    """A forward-pass call: the composition of the student's kernels, and which pass of it to run.
+
+    `layers`: every step compared, its gold computed here from the pack's NumPy truth (float64) and
+    swapped in only once the step's output was saved and sealed; `logits`: end to end, the logits
+    saved; `generation`: greedy tokens from end-to-end passes at the fixed B, T.
+    """
+
+    mode: str  # "layers", "logits" or "generation"
+    libraries: dict[str, str]  # base kernel name -> its library
+    sizes: dict[str, int]  # allocation ("activations", "parameters", "tokens") -> elements
+    parameters_file: str  # .npy (float32, flat), uploaded straight from its pages
+    tokens_file: str  # .npy (int32, B x T)
+    reference_file: str  # the pack's numpy_reference.py (trusted), copied beside the inputs
+    steps: tuple[ForwardStep, ...]
+    regions: tuple[Region, ...]
+    logits_offset: int  # where the logits (B, T, Vp) start in the activations
+    B: int
+    T: int
+    V: int
+    Vp: int
+    prompt: int  # generation: tokens given; each pass adds one
+    generate: int
+
+    @property
+    def sealed_files(self) -> tuple[str, ...]:
+        """What the harness seals, in its order: the one sequence a `sealed` event may follow."""
+        return tuple(s.output for s in self.steps) if self.mode == "layers" else \
+            ("logits",) if self.mode == "logits" else ("tokens",)
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> ForwardPlan:
+        steps = tuple(ForwardStep(s["kernel"], tuple(_step_argument(a) for a in s["arguments"]), s["output"])
+                      for s in document["steps"])
+        regions = tuple(Region(**r) for r in document["regions"])
+        return cls(**{**document, "steps": steps, "regions": regions})
+
+
+@dataclass(frozen=True)
 class PlannedCall:
     """One kernel on one case, as the harness performs it."""
 
@@ -83,6 +162,7 @@ class PlannedCall:
     inputs_dir: str
     output_dir: str  # inside the sandbox's one writable folder
     arguments: tuple[Argument, ...]
+    forward: ForwardPlan | None = None  # a forward-pass call: its composition (no `arguments` of its own)
 
 
 @dataclass(frozen=True)
@@ -98,14 +178,17 @@ class Plan:
 
     def to_json(self) -> str:
         document = asdict(self)
-        document["calls"] = [{**asdict(call), "arguments": [_argument_json(a) for a in call.arguments]}
+        document["calls"] = [{**{k: v for k, v in asdict(call).items() if k != "forward"},
+                              "arguments": [_argument_json(a) for a in call.arguments],
+                              **({"forward": _forward_json(call.forward)} if call.forward else {})}
                              for call in self.calls]
         return json.dumps(document)
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
         document = json.loads(text)
-        calls = tuple(PlannedCall(**{**call, "arguments": tuple(_argument(a) for a in call["arguments"])})
+        calls = tuple(PlannedCall(**{**call, "arguments": tuple(_argument(a) for a in call["arguments"]),
+                                     "forward": ForwardPlan.from_dict(call["forward"]) if call.get("forward") else None})
                       for call in document.pop("calls"))
         return cls(**document, calls=calls)
 
@@ -113,7 +196,7 @@ class Plan:
 _SCALAR, _BUFFER = "scalar", "buffer"  # an argument's "kind" in the plan file
 
 
-def _argument_json(argument: Argument) -> dict[str, Any]:
+def _argument_json(argument: Argument | StepArgument) -> dict[str, Any]:
     return {"kind": _SCALAR if isinstance(argument, ScalarArgument) else _BUFFER, **asdict(argument)}
 
 
@@ -122,6 +205,19 @@ def _argument(document: dict[str, Any]) -> Argument:
     if document["kind"] == _SCALAR:
         return ScalarArgument(**fields)
     return BufferArgument(**{**fields, "shape": tuple(fields["shape"])})
+
+
+def _step_argument(document: dict[str, Any]) -> StepArgument:
+    fields = {k: v for k, v in document.items() if k != "kind"}
+    if document["kind"] == _SCALAR:
+        return ScalarArgument(**fields)
+    return SliceArgument(**{**fields, "shape": tuple(fields["shape"])})
+
+
+def _forward_json(forward: ForwardPlan) -> dict[str, Any]:
+    return {**asdict(forward), "steps": [{"kernel": s.kernel, "output": s.output,
+                                          "arguments": [_argument_json(a) for a in s.arguments]}
+                                         for s in forward.steps]}
 
 
 # The events: what the harness writes to its progress file, and how the runner reads them back.
@@ -135,6 +231,7 @@ class Event(str, enum.Enum):
     START = "start"  # call `index` begins (before its library is loaded)
     LOADING = "loading"  # call `index`'s library is being loaded: its static constructors run
     LOADED = "loaded"
+    SEALED = "sealed"  # a forward-pass call saved one output: `Sealed`'s fields
     END = "end"  # call `index` ended: `Ended`'s fields
     FINISHED = "finished"  # every planned call of this harness ended
     # Never the harness's: the runner's watcher puts it in place of a flooded progress file's lines.
@@ -233,3 +330,30 @@ def strings(value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(str(item)[:STRING_LENGTH] for item in value[:STRINGS_KEPT] if isinstance(item, str))
+
+
+def seal_of(data: bytes) -> str:
+    """The digest a `sealed` event carries of a saved output's bytes (its elements, not the .npy header)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """The `sealed` event's fields: one output of a forward-pass call, saved before the next step ran."""
+
+    file: str  # its stem in the call's output folder ("step-024", "logits", "tokens")
+    digest: str  # seal_of its elements' bytes
+    inputs_modified: tuple[str, ...] = ()  # the step's inputs it wrote into
+    outside: tuple[str, ...] = ()  # activations outside its arguments that changed during the step, named
+
+    def fields(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def read(cls, event: dict[str, Any]) -> Sealed | None:
+        """A `sealed` line's fields; None where its file or digest is no string."""
+        file, digest = event.get("file"), event.get("digest")
+        if not isinstance(file, str) or not isinstance(digest, str):
+            return None
+        return cls(file[:STRING_LENGTH], digest[:STRING_LENGTH], strings(event.get("inputs_modified")),
+                   strings(event.get("outside")))

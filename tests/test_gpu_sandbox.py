@@ -59,7 +59,7 @@ def test_gpu_attack_is_contained(name: str, backend: str, gpt2: Assignment, tmp_
     by_name = {k.name: k for k in result.kernels}
     assert by_name[variant.kernel].status == variant.expect, by_name[variant.kernel].message
     for kernel_name, kernel in by_name.items():
-        if kernel_name != variant.kernel:
+        if kernel_name not in (variant.kernel, "forward"):  # the check composes the attacker's kernel (weight 0)
             assert kernel.status == "passed" and kernel.score == kernel.max_score, (kernel_name, kernel.message)
     assert "ATTACK SUCCEEDED" not in result.to_json() and SECRET not in result.to_json()
     assert host_listener == []

@@ -98,5 +98,5 @@ def test_a_kernel_taking_the_card_beside_others_costs_only_its_kernel(gpt2: Assi
     for kernel in result.kernels:
         if kernel.name == "gelu":
             assert kernel.status == hog.expect and "case '" in kernel.message, kernel.message
-        else:
+        elif kernel.name != "forward":  # the check composes the hog (weight 0)
             assert kernel.status == "passed" and kernel.score == kernel.max_score, (kernel.name, kernel.message)

@@ -9,7 +9,9 @@ import numpy as np
 
 
 def encoder(inp: np.ndarray, wte: np.ndarray, wpe: np.ndarray, T: int, **_) -> dict[str, np.ndarray]:
-    return {"out": wte.astype(np.float64)[inp] + wpe.astype(np.float64)[:T]}
+    # Gathered, then widened: the same values, without widening all 50,304 rows (the forward check's harness
+    # computes this one too).
+    return {"out": wte[inp].astype(np.float64) + wpe[:T].astype(np.float64)}
 
 
 def layernorm(inp: np.ndarray, weight: np.ndarray, bias: np.ndarray, **_) -> dict[str, np.ndarray]:

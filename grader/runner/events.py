@@ -7,11 +7,12 @@ finishing fails the call in flight, as a crash, a time-out or a spent budget.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.protocol import Ended, EndStatus, Event, index_of, kind_of
+from grader.protocol import Ended, EndStatus, Event, Sealed, index_of, kind_of
 from grader.runner.limits import Budget
 from grader.runner.plan import Call
 from grader.runner.watch import LOG_TAIL, HarnessExit
@@ -34,6 +35,9 @@ class CallOutcome:
     limit: LimitKind | None = None  # the limit that ended it ("processes", "memory", ...; "time": its time limit)
     signal: str | None = None  # the signal that killed the harness during it ("SIGSEGV"), where one did
     tampered: bool = False  # its kernel's code forged or flooded the progress channel: its results are void
+    # A forward-pass call's outputs as the harness sealed them while it ran, in order (also for one
+    # that crashed later: how far it got).
+    seals: tuple[Sealed, ...] = ()
 
 
 def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], start: int, stop: int,
@@ -42,8 +46,19 @@ def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], s
 
     The events must follow the harness's grammar (start i, [loading, loaded,] end i, start i+1, ...,
     finished) from `start` to `stop`: anything else was written by the code under test, and fails
-    its kernel. A failed case costs itself: the next harness starts at the case after it.
+    its kernel. A failed case costs itself: the next harness starts at the case after it. A
+    forward-pass call's `sealed` events (between its loads and its end) are kept on its outcome.
     """
+    seals: dict[int, list[Sealed]] = {}
+    following = _record(ended, timed_out_index, calls, start, stop, outcomes, spent, seals)
+    for index, sealed in seals.items():
+        if index in outcomes and not outcomes[index].tampered:
+            outcomes[index] = dataclasses.replace(outcomes[index], seals=tuple(sealed))
+    return following
+
+
+def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], start: int, stop: int,
+            outcomes: dict[int, CallOutcome], spent: Budget | None, seals: dict[int, list[Sealed]]) -> int:
     finished = False
     started: int | None = None
     loading = False  # between "loading" and "loaded": the library's static constructors run
@@ -58,6 +73,11 @@ def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], s
             loading = True
         elif kind == Event.LOADED and loading and index == started:
             loading = False
+        elif kind == Event.SEALED and started is not None and not loading and index == started \
+                and (sealed := Sealed.read(event)) is not None and _next_seal(calls[index], seals.get(index, [])) \
+                == sealed.file:
+            # Only in the plan's order: a seal forged for a file the code rewrote breaks it, and voids the kernel.
+            seals.setdefault(index, []).append(sealed)
         elif kind == Event.END and started is not None and not loading and index == started \
                 and (end := Ended.read(event)) is not None and not finished:
             call = calls[index]
@@ -115,6 +135,12 @@ def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], s
     if loading:  # every case loads the same library: it would crash the same way
         return skip_rest_of_kernel(failed, calls, outcomes, "not run: the kernel's library crashed while loading")
     return failed + 1
+
+
+def _next_seal(call: Call, sealed: list[Sealed]) -> str | None:
+    """The file a forward-pass call seals next (None: it seals nothing more, or is no forward-pass call)."""
+    files = call.forward.sealed_files if call.forward is not None else ()
+    return files[len(sealed)] if len(sealed) < len(files) else None
 
 
 def skip_rest(index: int, calls: list[Call], outcomes: dict[int, CallOutcome], message: str) -> None:

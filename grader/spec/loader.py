@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from grader.errors import SpecError
-from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, Assignment, Buffer, Case, Kernel, LatePolicy, Tolerance,
-                               Variant)
+from grader.spec.model import (EVIDENCE, FORWARD, FORWARD_CASES, FORWARD_KERNELS, INITS, LIBRARIES, Assignment, Buffer,
+                               Case, Forward, Kernel, LatePolicy, Signature, Tolerance, Variant)
 from grader.spec.packs import find_pack
 from grader.spec.shapes import evaluate
 from grader.spec.signature import parse_signature
@@ -90,6 +90,8 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
     base_weight = top.get("base_weight", float, None)
     if base_weight is not None and base_weight < 0:
         raise SpecError(f"{top.at('base_weight')}: key 'base_weight' must be >= 0, found {base_weight}")
+    forward = _load_forward(document.forward, kernels) if document.forward else None
+    expanded = _expanded(kernels, variants, base_weight, forward)
     assignment = Assignment(
         name=top.get("name", str),
         title=top.get("title", str, top.get("name", str)),
@@ -99,7 +101,7 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         provided=top.strings("provided", ()),
         public_seed=top.get("public_seed", int),
         compile_flags=top.strings("compile_flags", ()),
-        kernels=_expanded(kernels, variants, base_weight),
+        kernels=expanded,
         late=_load_late_policy(document.assignment.get("late"),
                                top.at("late").replace("[assignment]", "[assignment.late]")),
         memory_limit_mb=top.get("memory_limit_mb", int, None),
@@ -112,6 +114,8 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         variants=variants,
         based_on=document.based_on,
         module_root=document.module_root,
+        forward=forward,
+        forward_kernels=_forward_kernels(forward, kernels, variants, base_weight) if forward else (),
     )
     if assignment.name != pack.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {pack.name!r}")
@@ -128,6 +132,7 @@ class _Document:
     variants: list[tuple[Any, str]]  # (table, "<file> variants[i]")
     module_root: Path  # where inputs.py and numpy_reference.py are
     based_on: str | None
+    forward: tuple[Any, str] | None = None  # ([forward] table, where it was written), own or inherited
 
 
 def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
@@ -140,6 +145,7 @@ def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
     if not isinstance(own, dict):
         raise SpecError(f"{spec_file}: missing table [assignment]")
     where = f"{spec_file} [assignment]"
+    forward = (document["forward"], f"{spec_file} [forward]") if "forward" in document else None
     kernels = _tables(document, "kernels", spec_file)
     variants = _tables(document, "variants", spec_file)
     modules = [m for m in PACK_MODULES if (pack / m).is_file()]
@@ -148,7 +154,7 @@ def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
         if len(modules) < len(PACK_MODULES):
             raise SpecError(f"{pack}: missing {', '.join(m for m in PACK_MODULES if m not in modules)} (every pack "
                             "has input generators and a NumPy reference)")
-        return _Document(dict(own), {key: where for key in own}, kernels, variants, pack, None)
+        return _Document(dict(own), {key: where for key in own}, kernels, variants, pack, None, forward)
     if not isinstance(based_on, str):
         raise SpecError(f"{where}: key 'based_on' must be the name of another pack, found {based_on!r}")
     try:
@@ -165,7 +171,7 @@ def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
     return _Document({**inherited, **own}, {**{key: parent.origins[key] for key in inherited},
                                             **{key: where for key in own}},
                      kernels or parent.kernels, variants or parent.variants,
-                     pack if modules else parent.module_root, based_on)
+                     pack if modules else parent.module_root, based_on, forward or parent.forward)
 
 
 PACK_MODULES = ("inputs.py", "numpy_reference.py")
@@ -263,16 +269,22 @@ def _folder(read: _Reader, key: str, default: Any) -> str:
     return path.as_posix()
 
 
-def _expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...],
-              base_weight: float | None) -> tuple[Kernel, ...]:
+def _share(kernels: tuple[Kernel, ...], forward: Forward | None) -> Callable[[float], float]:
+    """A weight's share of the base weights, the forward-pass check's among them (none at all: equal shares)."""
+    total = sum(k.weight for k in kernels) + (forward.weight if forward else 0.0)
+    return lambda weight: weight / total if total else 1 / len(kernels)
+
+
+def _expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...], base_weight: float | None,
+              forward: Forward | None = None) -> tuple[Kernel, ...]:
     """The base kernels, then each variant's copy of every one of them ("req_0/matmul"), weighted as the spec says.
 
     Within a variant (and for `base_weight`) a kernel's share of the weight is its base weight's share.
     """
-    total = sum(k.weight for k in kernels)
+    shares = _share(kernels, forward)
 
     def share(kernel: Kernel) -> float:
-        return kernel.weight / total if total else 1 / len(kernels)
+        return shares(kernel.weight)
 
     base = kernels if base_weight is None else tuple(replace(k, weight=round(base_weight * share(k), 9))
                                                      for k in kernels)
@@ -281,6 +293,106 @@ def _expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...],
                 forbidden_symbols=k.forbidden_symbols if v.forbidden_symbols is None else v.forbidden_symbols,
                 tolerance=v.tolerances.get(k.name, k.tolerance))
         for v in variants for k in kernels)
+
+
+FORWARD_KEYS = ("weight", "B", "T", "C", "NH", "L", "V", "Vp", "maxT", "seed", "init_std", "generate", "prompt",
+                "tie_margin", "logits", "tolerances", "time_limit_s")
+
+
+def _load_forward(found: tuple[Any, str], kernels: tuple[Kernel, ...]) -> Forward:
+    """[forward]: the six kernels composed into GPT-2's forward pass; shapes default to GPT-2 124M's."""
+    table, where = found
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: expected a table with weight, B, T, ...")
+    unknown = set(table) - set(FORWARD_KEYS)
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(FORWARD_KEYS)}")
+    read = _Reader(table, where)
+    by_name = {k.name: k for k in kernels}
+    missing = [name for name in FORWARD_KERNELS if name not in by_name]
+    if missing:
+        raise SpecError(f"{where}: the forward pass composes the kernels {', '.join(FORWARD_KERNELS)}; the pack has "
+                        f"no {', '.join(missing)}")
+    from grader.forward.layout import composition_problem  # the composition's own module says what it passes
+
+    for name in FORWARD_KERNELS:
+        if problem := composition_problem(by_name[name]):
+            raise SpecError(f"{where}: kernel '{name}' cannot be composed: {problem}")
+    if FORWARD in by_name:
+        raise SpecError(f"{where}: a kernel is named '{FORWARD}', which is the forward-pass check's name in results")
+    defaults = Forward(weight=0.0, B=1, T=1)
+    sizes = {key: read.get(key, int, getattr(defaults, key)) for key in ("C", "NH", "L", "V", "Vp", "maxT")}
+    forward = Forward(
+        weight=read.get("weight", float, 0.0), B=read.get("B", int), T=read.get("T", int), **sizes,
+        seed=read.get("seed", int, defaults.seed), init_std=read.get("init_std", float, defaults.init_std),
+        generate=read.get("generate", int, defaults.generate), prompt=read.get("prompt", int, 0),
+        tie_margin=read.get("tie_margin", float, defaults.tie_margin),
+        time_limit_s=read.get("time_limit_s", float, defaults.time_limit_s),
+        tolerances=_forward_tolerances(read.get("tolerances", dict, {}), where),
+        **_logits_rule(read.get("logits", dict, {}), f"{where} logits", defaults),
+    )
+    _check_forward(forward, where)
+    return forward
+
+
+def _forward_tolerances(table: dict[str, Any], where: str) -> dict[str, Tolerance]:
+    for name, tolerance in table.items():
+        if name not in FORWARD_KERNELS:
+            raise SpecError(f"{where}: key 'tolerances' names {name!r}, which the forward pass does not call "
+                            f"(it calls {', '.join(FORWARD_KERNELS)})")
+        if not isinstance(tolerance, dict):
+            raise SpecError(f"{where} tolerances.{name}: expected a table with atol and rtol, found {tolerance!r}")
+    return {name: _tolerance(t, f"{where} tolerances.{name}") for name, t in table.items()}
+
+
+def _logits_rule(table: dict[str, Any], where: str, defaults: Forward) -> dict[str, float]:
+    unknown = set(table) - {"max_abs", "rmse"}
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected max_abs and rmse (the course's "
+                        "test_gpt2 rule)")
+    read = _Reader(table, where)
+    return {"logits_max_abs": read.get("max_abs", float, defaults.logits_max_abs),
+            "logits_rmse": read.get("rmse", float, defaults.logits_rmse)}
+
+
+def _check_forward(f: Forward, where: str) -> None:
+    for key in ("B", "T", "C", "NH", "L", "V", "Vp", "maxT", "generate"):
+        if getattr(f, key) <= 0:
+            raise SpecError(f"{where}: key '{key}' must be > 0, found {getattr(f, key)}")
+    if f.C % f.NH:
+        raise SpecError(f"{where}: C ({f.C}) must be a multiple of NH ({f.NH}): each head gets C / NH channels")
+    if f.Vp < f.V:
+        raise SpecError(f"{where}: Vp ({f.Vp}) is the padded vocabulary, so it must be at least V ({f.V})")
+    if f.T > f.maxT:
+        raise SpecError(f"{where}: T ({f.T}) must not exceed maxT ({f.maxT}), the position table's rows")
+    if f.prompt < 0 or f.prompt_length < 1 or f.prompt_length + f.generate > f.T:
+        raise SpecError(f"{where}: generating {f.generate} token(s) after a prompt of {f.prompt_length} needs "
+                        f"prompt + generate <= T ({f.T}) and a prompt of at least 1 (key 'prompt', 0: T - generate)")
+    if f.weight < 0 or f.tie_margin < 0 or f.init_std <= 0 or f.time_limit_s <= 0:
+        raise SpecError(f"{where}: weight and tie_margin must be >= 0, init_std and time_limit_s > 0 (found "
+                        f"{f.weight}, {f.tie_margin}, {f.init_std}, {f.time_limit_s})")
+
+
+def _forward_kernels(forward: Forward, kernels: tuple[Kernel, ...], variants: tuple[Variant, ...],
+                     base_weight: float | None) -> tuple[Kernel, ...]:
+    """The check as kernels of the result: "forward", then "req_0/forward", ..., each with its three cases.
+
+    Its buffers are the files the runner collects: each step's output, the logits, the generated tokens.
+    """
+    from grader.forward.layout import output_file
+
+    share = _share(kernels, forward)
+    files = [output_file(n) for n in range(1, forward.steps + 1)] + ["logits", "tokens"]
+    check = Kernel(
+        name=FORWARD, weight=forward.weight if base_weight is None else round(base_weight * share(forward.weight), 9),
+        header="", sources=(), signature=Signature("forward_pass", ()),
+        buffers=tuple(Buffer(name, "output", "float32", ("1",)) for name in files), tolerance=Tolerance(0.0, 0.0),
+        cases=tuple(Case(name, True, {}) for name in FORWARD_CASES), time_limit_s=forward.time_limit_s,
+        partial_credit="fraction", forbidden_symbols=(), forbidden_penalty=0.0,
+        # One budget for the three passes: a kernel that loops costs the check what it costs its own cases.
+        time_budget_s=forward.time_limit_s)
+    return (check,) + tuple(replace(check, name=f"{v.name}/{FORWARD}", variant=v.name, base=FORWARD,
+                                    weight=round(v.weight * share(forward.weight), 9)) for v in variants)
 
 
 def _load_late_policy(table: Any, where: str) -> LatePolicy | None:

@@ -158,6 +158,49 @@ class Variant:
         return (Path(self.folder) / Path(base_file).relative_to(self.onto)).as_posix()
 
 
+# The forward-pass check composes kernels of these names (the course's six), with these signatures' parameters.
+FORWARD_KERNELS = ("encoder", "layernorm", "matmul", "attention", "residual", "gelu")
+FORWARD = "forward"  # the check's name in a result ("req_0/forward" for a variant's)
+FORWARD_CASES = ("layer-by-layer", "logits", "generation")
+
+
+@dataclass(frozen=True)
+class Forward:
+    """`[forward]`: the pack's six kernels composed into GPT-2's forward pass (`grader.forward`).
+
+    Shapes are GPT-2 124M's unless the spec says otherwise; B and T are small, so that the check
+    costs little beside the kernels' own cases.
+    """
+
+    weight: float
+    B: int
+    T: int
+    C: int = 768
+    NH: int = 12
+    L: int = 12
+    V: int = 50257
+    Vp: int = 50304  # V padded, as the course's program pads it
+    maxT: int = 1024
+    seed: int = 0  # the weights' and tokens' (fixed: every submission and every variant shares one gold)
+    init_std: float = 0.02  # GPT-2's N(0, 0.02); residual projections scaled by 1/sqrt(2L)
+    generate: int = 4  # greedy tokens
+    prompt: int = 0  # tokens given before generating (0: T - generate)
+    tie_margin: float = 1e-2  # at the first differing token, a reference top-two gap below this is a tie
+    logits_max_abs: float = 0.1  # the course's test_gpt2 rule: a larger error fails
+    logits_rmse: float = 4e-3  # ... and so does a larger RMSE
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)  # by kernel, for its steps (default: its own)
+    time_limit_s: float = 60.0  # for its three passes together (and so for each)
+
+    @property
+    def prompt_length(self) -> int:
+        return self.prompt or self.T - self.generate
+
+    @property
+    def steps(self) -> int:
+        """The encoder, ten calls per layer, the final layernorm and the vocabulary head (`grader.forward.layout`)."""
+        return 1 + 10 * self.L + 2
+
+
 @dataclass(frozen=True)
 class LatePolicy:
     """What a late submission costs: whole late days past the grace days, each a fraction of max_score."""
@@ -203,6 +246,9 @@ class Assignment:
     based_on: str | None = None  # the pack this one inherits from
     # Where inputs.py and numpy_reference.py are: this pack's folder, or (based_on) the pack's that has them.
     module_root: Path | None = None
+    forward: Forward | None = None  # [forward]; None: no forward-pass check
+    # The forward-pass checks as kernels of the result: "forward", then each variant's ("req_0/forward").
+    forward_kernels: tuple[Kernel, ...] = ()
 
     @property
     def spec_file(self) -> Path:
@@ -218,7 +264,7 @@ class Assignment:
 
     @property
     def max_score(self) -> float:
-        return round(sum(k.weight for k in self.kernels), 6)
+        return round(sum(k.weight for k in (*self.kernels, *self.forward_kernels)), 6)
 
     @property
     def inputs_file(self) -> Path:
@@ -233,7 +279,7 @@ class Assignment:
         return tuple(k for k in self.kernels if k.variant is None)
 
     def kernel(self, name: str) -> Kernel:
-        for k in self.kernels:
+        for k in (*self.kernels, *self.forward_kernels):
             if k.name == name:
                 return k
         variants = f"; variants: {', '.join(v.name for v in self.variants)}" if self.variants else ""
@@ -252,12 +298,26 @@ class Assignment:
 
     def select(self, names: tuple[str, ...]) -> tuple[Kernel, ...]:
         """The kernels `names` pick, in the spec's order: by a kernel's name ("req_0/matmul"), or a variant's (all its
-        kernels); none named: all."""
+        kernels); none named: all. A forward-pass check's name ("forward", "req_0/forward") picks the kernels it
+        composes."""
         if not names:
             return self.kernels
         variants = {v.name for v in self.variants}
-        picked = {k.name for n in names for k in (self.kernels_of(n) if n in variants else (self.kernel(n),))}
+        picked = {k.name for n in names
+                  for k in (self.kernels_of(n) if n in variants else self.composed_by(self.kernel(n)))}
         return tuple(k for k in self.kernels if k.name in picked)
+
+    def composed_by(self, kernel: Kernel) -> tuple[Kernel, ...]:
+        """The kernels a forward-pass check composes (its variant's copies of the six); a kernel: itself."""
+        if kernel.base != FORWARD or kernel not in self.forward_kernels:
+            return (kernel,)
+        prefix = f"{kernel.variant}/" if kernel.variant else ""
+        return tuple(self.kernel(prefix + name) for name in FORWARD_KERNELS)
+
+    def forward_checks(self, kernels: tuple[Kernel, ...]) -> tuple[Kernel, ...]:
+        """The forward-pass checks whose six kernels are all among `kernels` (a grade of some kernels runs none)."""
+        chosen = {k.name for k in kernels}
+        return tuple(f for f in self.forward_kernels if all(k.name in chosen for k in self.composed_by(f)))
 
     def make_inputs(self) -> Callable[..., dict]:
         return load_pack_function(self.inputs_file, "make_inputs")

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from grader.harness import Buffer, Progress, allocate, load_library, open_device
+from grader.harness import Buffer, Progress, allocate, announced_device, load_library
 from grader.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, POISON_BITS, BufferArgument, Ended, EndStatus, Event,
-                             Plan, PlannedCall, Ready)
+                             Plan, PlannedCall)
 from grader.timing.statistics import StopRule, stop_reason
 from grader.timing.timers import WallTimer, timer_for
 
@@ -219,13 +219,9 @@ def main(argv: list[str]) -> int:
     settings = Settings.from_json(settings_json)
     plan = Plan.from_json(Path(plan_file).read_text())
     progress = Progress(Path(progress_file))
-    progress.emit(Event.HELLO, at=time.time())
-    try:
-        device = open_device(plan)
-    except Exception as error:  # no driver, no GPU: the machine's problem, said once and plainly
-        progress.emit(Event.DEVICE_UNAVAILABLE, message=f"{type(error).__name__}: {error}")
+    device = announced_device(plan, progress)
+    if device is None:
         return EXIT_NO_DEVICE
-    progress.emit(Event.DEVICE, **Ready(device.name, time.time(), device.free_bytes()).fields())
     if not KernelTimer(plan, int(start), int(stop), settings, device, progress).run():
         return EXIT_DEVICE_ERROR
     progress.emit(Event.FINISHED)
