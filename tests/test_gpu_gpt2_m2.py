@@ -58,7 +58,8 @@ def assert_only_lost(result: Result, lost: str) -> None:
 
 
 def test_reference_scores_18_with_every_variant_passed(m2: Assignment, reference: Result) -> None:
-    assert {k.name: k.status for k in reference.kernels} == {k.name: KernelStatus.PASSED for k in m2.kernels}, \
+    expected = {k.name: KernelStatus.PASSED for k in (*m2.kernels, *m2.forward_kernels)}  # "req_0/forward" too
+    assert {k.name: k.status for k in reference.kernels} == expected, \
         [(k.name, k.message) for k in reference.kernels if k.status is not KernelStatus.PASSED]
     assert reference.score == reference.max_score == 18
     assert all(k.score == k.max_score == 0 for k in reference.kernels if k.variant is None)  # the baseline
@@ -72,7 +73,8 @@ def test_reference_scores_18_with_every_variant_passed(m2: Assignment, reference
 def test_reference_variants_stay_well_within_every_tolerance(reference: Result) -> None:
     # Gold is the float64 truth. FP32 variants keep milestone 1's margin (1/3 of the tolerance); TF32's 10-bit
     # operands (req_1) use more of it, as milestone 1's tolerance for TF32 matmuls expects, yet at most half.
-    for kernel in (k for k in reference.kernels if k.variant is not None):
+    # The forward checks' logits and tokens have their own rules, no tolerance_used (tests/test_gpu_forward.py).
+    for kernel in (k for k in reference.kernels if k.variant is not None and not k.name.endswith("/forward")):
         margin = 0.5 if kernel.variant == "req_1" else 1 / 3
         for case in kernel.cases:
             assert case.passed and case.tolerance_used is not None and case.tolerance_used <= margin, \
