@@ -12,6 +12,13 @@ import os
 from grader.targets import target_named
 
 
+def certainly_unavailable(target: str) -> bool:
+    """Whether this machine certainly cannot run the target's kernels, known without asking the driver
+    (safe in any process: a build worker must not initialise CUDA)."""
+    named = target_named(target)
+    return named.needs_gpu and bool(os.environ.get("KERNEL_GRADER_NO_GPU") or named.driver_missing())
+
+
 @functools.cache
 def unavailable_reason(target: str) -> str | None:
     """None if kernels of the target named `target` can run here, else why not ("this machine has no NVIDIA GPU")."""

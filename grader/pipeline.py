@@ -16,12 +16,12 @@ import numpy as np
 
 from grader import __version__
 from grader.build import Artifact, build_submission, toolchain_for
-from grader.forward.check import forward_calls, forward_results, forward_steps, gold_for
+from grader.forward.check import forward_calls, forward_results, forward_steps, gold_for, not_built
 from grader.forward.gold import forward_gold
 from grader.forward.inputs import prepare_forward_inputs
 from grader.cases import Seed, prepare_inputs
 from grader.compare import Verdict, compare
-from grader.device import unavailable_reason
+from grader.device import certainly_unavailable, unavailable_reason
 from grader.gold import gold_outputs
 from grader.checkout import Checkout, checkout_folder
 from grader.results import Environment, Result, Submission, SubmissionStatus
@@ -142,7 +142,10 @@ def build_stage(path: Path | Checkout, assignment: Assignment, options: Options)
     lap("build")
     seed, selection = _selection(assignment, kernels, options)
     checks = assignment.forward_checks(kernels)
-    forward_inputs = prepare_forward_inputs(assignment, options.cache_dir) if checks else None
+    # Not where nothing will run (a laptop, CI): the weights are half a gigabyte. Known without the driver,
+    # since batches build in worker processes that must not initialise CUDA.
+    forward_inputs = prepare_forward_inputs(assignment, options.cache_dir) \
+        if checks and not certainly_unavailable(assignment.target) else None
     lap("inputs")
     return Built(checkout, kernels, artifacts, selection, seed, lap.times(), sources.variants, checks, forward_inputs)
 
@@ -178,11 +181,13 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
              for k, c, inputs in built.selection if built.artifacts[k.name].status == BuildStatus.BUILT]
     if built.forward_inputs is not None:  # its own harness, beside the kernels'
         calls += forward_calls(assignment, built.forward_checks, built.artifacts, built.forward_inputs, outputs_dir)
-    if calls and (reason := unavailable_reason(assignment.target)):
+    if (calls or built.forward_checks) and (reason := unavailable_reason(assignment.target)):
         # Compile feedback still counts on a laptop: every kernel was built; none can run here.
-        outcomes = {(c.kernel.name, c.case.name): CallOutcome(c.kernel.name, c.case.name, CallStatus.NOT_RUN,
-                                                                 f"not run: {reason}")
-                    for c in calls}
+        keys = [(c.kernel.name, c.case.name) for c in calls]
+        if built.forward_inputs is None:  # not prepared: the checks whose kernels built, not run either
+            keys += [(f.name, case.name) for f in built.forward_checks
+                     if not not_built(assignment, f, built.artifacts) for case in f.cases]
+        outcomes = {key: CallOutcome(*key, CallStatus.NOT_RUN, f"not run: {reason}") for key in keys}
         return Ran(built, outcomes, "", lap.times(), not_run_reason=reason)
     deadline = time.monotonic() + submission_budget(assignment, calls)  # the run slot's, sanitizer included
     sandbox = sandbox_named(options.sandbox)

@@ -340,3 +340,21 @@ def test_the_forward_result_survives_the_store_format(cpu_pack, cache_dir: Path)
     result = _grade(cpu_pack, "reference", cache_dir)
     assert Result.from_json(result.to_json()) == result
     assert dataclasses.asdict(_by_name(result)["forward"])["cases"][1]["max_abs_err"] < 1e-4
+
+
+def test_a_compile_only_grade_reports_the_check_not_run_and_draws_no_weights(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where nothing can run (KERNEL_GRADER_NO_GPU, or no NVIDIA driver), half a gigabyte of weights is not drawn."""
+    from grader.device import unavailable_reason
+
+    monkeypatch.setenv("KERNEL_GRADER_NO_GPU", "1")
+    unavailable_reason.cache_clear()
+    try:
+        gpt2 = load_assignment("gpt2-m1")
+        result = grade(gpt2.template_dir, gpt2, Options(cache_dir=tmp_path / "cache"))
+    finally:
+        unavailable_reason.cache_clear()
+    forward = next(k for k in result.kernels if k.name == "forward")
+    assert forward.status == "not_run" and [c.status for c in forward.cases] == ["not_run"] * 3, forward.message
+    assert "KERNEL_GRADER_NO_GPU is set" in forward.cases[0].message
+    assert not (tmp_path / "cache" / "forward").exists()

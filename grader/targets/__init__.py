@@ -85,6 +85,11 @@ class Target(Protocol):
         """None if this machine can run the target's kernels, else why not, in a student's words."""
         ...
 
+    def driver_missing(self) -> str | None:
+        """unavailable_reason's answer where files alone give it (no driver installed), without initialising
+        the driver; None where the driver must be asked."""
+        ...
+
     def device_code(self) -> str:
         """The harness's own device code (CUDA: PTX of its checksum kernel), handed over in the plan; "" if none."""
         ...

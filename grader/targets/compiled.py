@@ -42,6 +42,9 @@ class CompiledTarget:
     def unavailable_reason(self) -> str | None:
         return None  # the CPU runs it
 
+    def driver_missing(self) -> str | None:
+        return None
+
     def device_code(self) -> str:
         return ""
 

@@ -126,8 +126,8 @@ class CudaTarget(CompiledTarget):
 
     def unavailable_reason(self) -> str | None:
         """Why this machine can't run CUDA kernels (no driver, no GPU), asked of the driver; None if it can."""
-        if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")):
-            return "this machine has no NVIDIA GPU (no NVIDIA driver found)"
+        if reason := self.driver_missing():
+            return reason
         from grader.targets.cuda_device import gpu_count
 
         try:
@@ -135,6 +135,12 @@ class CudaTarget(CompiledTarget):
         except (OSError, RuntimeError) as error:  # no libcuda, a driver without a usable device
             return f"no usable GPU ({type(error).__name__}: {str(error)[:120]})"
         return None if count > 0 else "this machine's NVIDIA driver sees no GPU"
+
+    def driver_missing(self) -> str | None:
+        """Why this machine certainly can't run CUDA kernels, from files alone (the driver is not asked); None if it may."""
+        if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")):
+            return "this machine has no NVIDIA GPU (no NVIDIA driver found)"
+        return None
 
     def arch_flags(self, cuda_arch: str | None) -> tuple[str, ...]:
         return (f"-arch={cuda_arch or detect_cuda_arch()}",)
