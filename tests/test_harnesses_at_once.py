@@ -1,8 +1,12 @@
 """Several kernels' harnesses at once: the same verdicts as one at a time, each kernel still in a
 sandbox of its own, and the run's wall time shorter than its harnesses' sum.
 
-The attacker's corpus and the C++ pipeline's variants run here again, unchanged, with two
-harnesses at once ($KERNEL_GRADER_HARNESSES, the machine's default for `--harnesses`).
+The attacks that could reach the kernel beside them (processes, memory, files, inputs, the
+progress channel, the logs) and the C++ pipeline's crash and loop tests run here again, unchanged,
+with two harnesses at once ($KERNEL_GRADER_HARNESSES, the machine's default for `--harnesses`).
+The rest of the corpora computes a wrong or right answer in its own process: running beside another
+changes nothing there, and `test_two_harnesses_at_once_grade_as_one_at_a_time` compares one of each
+kind, verdict for verdict.
 """
 
 from __future__ import annotations
@@ -27,9 +31,15 @@ from probe_pack import make_probe, probe_calls
 from sandbox_fixtures import backend, docker_ready, run_folders  # noqa: F401  (fixtures)
 # The same tests, collected again in this module, where every grade runs two harnesses at once.
 from test_pipeline_cpu import (test_infinite_loop_costs_only_its_kernel_and_is_stopped_at_the_limit,  # noqa: F401
-                               test_reference_scores_full_marks, test_segfault_message_names_the_signal_and_the_case,
-                               test_variant_changes_only_its_own_kernel)
-from test_sandbox_attacks import host_listener, test_attack_is_contained, victim  # noqa: F401
+                               test_reference_scores_full_marks, test_segfault_message_names_the_signal_and_the_case)
+from test_sandbox_attacks import host_listener, victim  # noqa: F401
+from test_sandbox_attacks import test_attack_is_contained as attack_is_contained
+
+# The attacks on what a neighbour shares or could see: the machine's processes and memory, the disk,
+# the inputs, the progress channel, the logs.
+NEIGHBOURLY = ("attack-fork-bomb", "attack-memory-hog", "attack-host-memory-hog", "attack-fill-private-tmp",
+               "attack-flood-output-files", "attack-write-outside", "attack-read-secrets", "attack-mutate-inputs",
+               "attack-forge-progress", "attack-huge-stdout")
 
 # Crashing, looping, void and wrong: each fails its own kernel, and the other kernel runs beside it.
 COMPARED = ("hostile-flash-segfault", "hostile-flash-infinite-loop", "attack-forge-progress",
@@ -57,6 +67,13 @@ def test_two_harnesses_at_once_grade_as_one_at_a_time(name: str | None, flash: A
     assert [k.message for k in beside.kernels] == [k.message for k in alone.kernels]
     assert alone.environment.harnesses_at_once == 1 and beside.environment.harnesses_at_once == 2
     assert Result.from_json(beside.to_json()) == beside
+
+
+@pytest.mark.parametrize("name", NEIGHBOURLY)
+def test_attack_beside_another_harness_is_contained(name: str, backend: str, flash: Assignment, tmp_path: Path,
+                                                    cache_dir: Path, host_listener, victim: Path,
+                                                    monkeypatch: pytest.MonkeyPatch, run_folders: set[str]) -> None:
+    attack_is_contained(name, backend, flash, tmp_path, cache_dir, host_listener, victim, monkeypatch, run_folders)
 
 
 WRITER = """\

@@ -27,6 +27,7 @@ TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new proces
 OUTPUT_SCAN_INTERVAL_S = 0.1
 OUTPUT_BACKSTOP_S = 0.5
 PSS_INTERVAL_S = 0.1  # how often a tree whose summed RSS is over the limit is re-measured by PSS
+OPEN_FILES_BUDGET_S = 0.05  # a walk's share of reading the tree's open files and mappings (see _scan_open_files)
 KILL_ROUNDS = 100  # a fork bomb forks while it is killed: kill what is left until nothing is
 
 
@@ -69,6 +70,7 @@ class Watchdog:
         self._root_gone = False
         self._hidden_memory = 0  # bytes of memfds the tree holds open (in no process's RSS until mapped)
         self._hidden_output = 0  # bytes of deleted files on the output folder's disk still held open
+        self._holdings: dict[tuple[int, int], tuple[float, Holdings]] = {}  # (pid, start time): (read at, what)
         self._pss_checked = 0.0
         self._tmpfs: list[tuple[int, str]] = []  # (a pid inside, mount point) of each private tmpfs
         self._host_devices = _mount_devices("self")
@@ -157,37 +159,29 @@ class Watchdog:
         return None
 
     def _scan_open_files(self) -> None:
-        """Memfds and deleted files the tree holds open or mapped: memory or disk no folder walk or RSS shows."""
+        """Memfds and deleted files the tree holds open or mapped: memory or disk no folder walk or RSS shows.
+
+        Read within OPEN_FILES_BUDGET_S a walk, the processes never read first, then the longest unread:
+        a forking process's maps wait on its memory lock, and a fork bomb's would otherwise hold back
+        the count of its processes for seconds. What is not re-read this walk counts as last read.
+        """
+        deadline = time.monotonic() + OPEN_FILES_BUDGET_S
+        tree = set(self._members.items())
+        self._holdings = {key: held for key, held in self._holdings.items() if key in tree}
+        for number, key in enumerate(sorted(tree, key=lambda k: self._holdings[k][0] if k in self._holdings else -1.0)):
+            if number and time.monotonic() > deadline:
+                break
+            self._holdings[key] = (time.monotonic(), _holdings_of(key[0], self._output_device))
         memfds: dict[int, int] = {}
-        deleted: dict[int, int] = {}  # inode: bytes, of deleted files on the output folder's disk
-        seen: set[tuple[int, int]] = set()
-        for pid in self._pids:
-            folder = f"/proc/{pid}/fd"
-            try:
-                fds = os.listdir(folder)
-            except OSError:
-                fds = []
-            for fd in fds:
-                try:
-                    info = os.stat(f"{folder}/{fd}")
-                except OSError:
-                    continue
-                if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) in seen:
-                    continue
-                seen.add((info.st_dev, info.st_ino))
-                if info.st_nlink == 0 and info.st_dev == self._output_device:
-                    deleted[info.st_ino] = max(info.st_blocks * 512, info.st_size)
-                elif info.st_blocks:
-                    try:
-                        if os.readlink(f"{folder}/{fd}").startswith("/memfd:"):
-                            memfds[info.st_ino] = info.st_blocks * 512
-                    except OSError:
-                        continue
-            mapped_memfds, mapped_deleted = _mappings(pid)
-            for inode in mapped_memfds:  # a mapped memfd is in its mappers' RSS already (shared memory)
-                memfds.pop(inode, None)
-            for inode, extent in mapped_deleted.items():
+        deleted: dict[int, int] = {}
+        mapped: set[int] = set()
+        for _, held in self._holdings.values():
+            memfds.update(held.memfds)
+            mapped |= held.mapped_memfds
+            for inode, extent in (*held.deleted.items(), *held.mapped_deleted.items()):
                 deleted[inode] = max(deleted.get(inode, 0), extent)
+        for inode in mapped:  # a mapped memfd is in its mappers' RSS already (shared memory)
+            memfds.pop(inode, None)
         self._hidden_memory, self._hidden_output = sum(memfds.values()), sum(deleted.values())
 
     def _check_memory(self) -> LimitHit | None:
@@ -447,6 +441,43 @@ def _proportional_memory(pid: int) -> int:
     if b"Pss_Anon" in values:
         return values[b"Pss_Anon"] + values.get(b"Pss_Shmem", 0)
     return values.get(b"Pss", 0) - values.get(b"Pss_File", 0)
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What one process holds open or maps that no RSS or folder walk shows (inode: bytes)."""
+
+    memfds: dict[int, int]  # open memfds
+    deleted: dict[int, int]  # open deleted files on the output folder's disk
+    mapped_memfds: set[int]
+    mapped_deleted: dict[int, int]  # deleted files it maps shared and writable: their extents
+
+
+def _holdings_of(pid: int, output_device: int | None) -> Holdings:
+    folder = f"/proc/{pid}/fd"
+    memfds: dict[int, int] = {}
+    deleted: dict[int, int] = {}
+    try:
+        fds = os.listdir(folder)
+    except OSError:
+        fds = []
+    for fd in fds:
+        try:
+            info = os.stat(f"{folder}/{fd}")
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        if info.st_nlink == 0 and info.st_dev == output_device:
+            deleted[info.st_ino] = max(info.st_blocks * 512, info.st_size)
+        elif info.st_blocks:
+            try:
+                if os.readlink(f"{folder}/{fd}").startswith("/memfd:"):
+                    memfds[info.st_ino] = info.st_blocks * 512
+            except OSError:
+                continue
+    mapped_memfds, mapped_deleted = _mappings(pid)
+    return Holdings(memfds, deleted, mapped_memfds, mapped_deleted)
 
 
 def _mappings(pid: int) -> tuple[set[int], dict[int, int]]:

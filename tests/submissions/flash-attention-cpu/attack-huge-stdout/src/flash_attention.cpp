@@ -1,4 +1,4 @@
-// Attack (attack-huge-stdout): Writes 32 MiB to stdout and to stderr on every call, then the right answer: the logs are capped, the grader's memory is not touched.
+// Attack (attack-huge-stdout): Writes 4 MiB (four times the log cap) to stdout and to stderr on every call, then the right answer: the logs are capped, the grader's memory is not touched.
 #include "flash_attention.h"
 
 #include <cerrno>
@@ -111,7 +111,7 @@ inline void sabotage(float* O, int N, int d, const char* what) {
 void flash_attention(const float* Q, const float* K, const float* V, float* O, int N, int d, int Br, int Bc) {
     static char chunk[1 << 16];
     std::memset(chunk, 'x', sizeof chunk);
-    for (int i = 0; i < 512; ++i) {
+    for (int i = 0; i < 64; ++i) {  // 4 MiB a stream: four times the log cap, each call
         fwrite(chunk, 1, sizeof chunk, stdout);
         fwrite(chunk, 1, sizeof chunk, stderr);
     }
