@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 from pathlib import Path
 
@@ -20,7 +21,27 @@ def gpu_skip_reason() -> str | None:
     return unavailable_reason("cuda")
 
 
+# Modules whose tests run one after another on one worker under `pytest -n auto --dist loadgroup` (the
+# README's command): the hostile corpus (fork bombs and memory hogs load the whole machine; one loopback
+# port), Slurm (one node of the machine's CPUs) and the GPU suites (timing needs the GPU to itself).
+SERIAL_GROUPS = {
+    "hostile": ("test_sandbox_attacks", "test_harnesses_at_once", "test_pipeline_cpu", "test_sandbox_bounds",
+                "test_sandbox", "test_grading_rules"),
+    "slurm": ("test_slurm",),
+}
+
+
+def serial_group(module: str) -> str | None:
+    if module.startswith("test_gpu_") or module == "test_device_memory":
+        return "gpu"
+    return next((group for group, modules in SERIAL_GROUPS.items() if module in modules), None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if (group := serial_group(item.module.__name__ if item.module else "")) is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     if not any("gpu" in item.keywords for item in items):
         return
     reason = gpu_skip_reason()
@@ -33,7 +54,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One build/inputs/gold cache for the whole session, as one grading machine would have."""
+    """One build/inputs/gold cache for the whole session, as one grading machine would have: shared by the
+    xdist workers of a run (the cache is built for many writers), so that no build is made twice."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        shared = tmp_path_factory.getbasetemp().parent / "cache"
+        shared.mkdir(exist_ok=True)
+        return shared
     return tmp_path_factory.mktemp("cache")
 
 

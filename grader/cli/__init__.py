@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return arguments.run(arguments)
     except GraderError as error:
-        Console(stderr=True).print(f"[red]error:[/] {error}", highlight=False)
+        # Never wrapped: a path in the message must stay one piece to be copied.
+        Console(stderr=True).print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_task(Path(arguments[0]), int(arguments[1]), console)
     except GraderError as error:
-        Console(stderr=True).print(f"[red]error:[/] {error}", highlight=False)
+        Console(stderr=True).print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
         return 2
     return 0
 
