@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU runner, from the repository root: everything that needs the GPU, each part time-boxed so
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
-#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests sandbox speed floor class overhead batch batch-no-timeouts
-#                                               margins latency demo
+#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor class overhead batch
+#                                               batch-no-timeouts margins latency demo
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -29,7 +29,12 @@ run() {  # run NAME SECONDS COMMAND...: one part, its log in $out/NAME.log, its 
 for part in $parts; do
   case $part in
     tests) run gpu-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2.py ;;
-    sandbox) run gpu-sandbox-tests 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_sandbox.py ;;
+    # Issue 14: the forward-pass check, gpt2-m2's variants, `grader time`'s protocol and the timer against ncu.
+    m2) run gpu-m2-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_forward.py \
+      tests/test_gpu_gpt2_m2.py ;;
+    timing) run gpu-timing-tests 90 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_timing.py
+            run timer-vs-ncu 200 python3 benchmarks/timer_vs_ncu.py --out "$out/ncu" --budget-s 180 --repeats 2 ;;
+    sandbox) run gpu-sandbox-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_sandbox.py ;;
     # Issue 13: kernels' harnesses at once, the sanitizer cache, the arch probe kept across processes.
     speed) run gpu-speed-tests 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_speed.py \
       tests/test_cuda_arch_probe.py ;;
