@@ -3,13 +3,13 @@
 One timer per target's harness half (chosen by the plan's `device_module`, like the device itself):
 
 - CUDA (`CudaTimer`): before each call, a read of twice the L2 cache (`cuDeviceGetAttribute`
-  L2_CACHE_SIZE) on the GPU flushes it and leaves its lines clean, `cuCtxResetPersistingL2Cache` drops lines a kernel asked to persist,
-  the device is synchronised, and a spin kernel holds the default stream for `spin_us` so that the
-  shim's start event runs only once the student's launches are queued behind it (a launch's own
-  latency, a few µs, is not the kernel's time: ncu does not count it either). The call's time is
-  the shim's: CUDA events on the legacy default stream around the host function, the stop
-  recorded before a device-wide synchronisation (work on blocking streams counts; work on a
-  non-blocking stream is caught by the wall clock: `gap_ms`).
+  L2_CACHE_SIZE) on the GPU flushes it and leaves its lines clean, `cuCtxResetPersistingL2Cache`
+  drops lines a kernel asked to persist, the device is synchronised, and a spin kernel holds the
+  default stream for `spin_us` so that the shim's start event runs only once the student's launches
+  are queued behind it (a launch's own latency, a few µs, is not the kernel's time: ncu does not
+  count it either). The call's time is the shim's: CUDA events on the legacy default stream around
+  the host function, the stop recorded before a device-wide synchronisation (work on blocking
+  streams counts; work on a non-blocking stream is caught by the wall clock: `gap_ms`).
 - C++ on the CPU (`WallTimer`): the shim's wall clock around the call; nothing to flush.
 
 Only the standard library, NumPy and the target's harness half are imported here (the harness's rule).
