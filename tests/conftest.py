@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,11 @@ from grader.pipeline import Options, grade
 from grader.results import Result
 from grader.samples import Sample, compose, variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+
+import hermetic
+
+SESSION = pytest.StashKey[hermetic.Session]()
+REPLACED = pytest.StashKey[dict]()
 
 
 def gpu_skip_reason() -> str | None:
@@ -37,6 +42,35 @@ def serial_group(module: str) -> str | None:
     return next((group for group, modules in SERIAL_GROUPS.items() if module in modules), None)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's tmpdir plugin has made the run's temporary folder
+def pytest_configure(config: pytest.Config) -> None:
+    """The whole session hermetic (tests/hermetic.py): its own home, cache, locks and working folder, set
+    here so that the xdist workers and every subprocess inherit them."""
+    factory = getattr(config, "_tmp_path_factory", None)  # what xdist itself reads the base from
+    session, replaced = hermetic.isolate(factory.getbasetemp() if factory is not None else None)
+    config.stash[SESSION] = session
+    config.stash[REPLACED] = replaced
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if REPLACED in config.stash:
+        hermetic.restore(config.stash[REPLACED])
+
+
+@pytest.fixture(scope="session")
+def hermetic_session(pytestconfig: pytest.Config) -> hermetic.Session:
+    return pytestconfig.stash[SESSION]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_working_folder(hermetic_session: hermetic.Session) -> Iterator[Path]:
+    """Every test runs in the session's own folder: a default output (./grades.sqlite) never lands in the
+    repository. Set at the first test, not at start-up: the xdist workers are started from the repository."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(hermetic_session.cwd)
+        yield hermetic_session.cwd
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
@@ -53,14 +87,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cache_dir(hermetic_session: hermetic.Session) -> Path:
     """One build/inputs/gold cache for the whole session, as one grading machine would have: shared by the
-    xdist workers of a run (the cache is built for many writers), so that no build is made twice."""
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        shared = tmp_path_factory.getbasetemp().parent / "cache"
-        shared.mkdir(exist_ok=True)
-        return shared
-    return tmp_path_factory.mktemp("cache")
+    xdist workers of a run (the cache is built for many writers), so that no build is made twice. It is the
+    session's $KERNEL_GRADER_CACHE: a test that passes no cache gets the same one, never the user's."""
+    return hermetic_session.cache
 
 
 def with_time_limit(assignment: Assignment, seconds: float) -> Assignment:
