@@ -108,7 +108,9 @@ def test_silent_server_is_stopped_at_the_fetch_time_limit(tmp_path: Path, silent
     assert isinstance(fetched, NotSubmitted), fetched
     assert "longer than 2 s" in fetched.reason and url in fetched.reason
     assert accepted, "git never connected to the silent server"
-    assert elapsed < 15
+    # Stopped by its limit, not before it (an upper bound in seconds would measure the machine's load; a limit
+    # that never acts hangs here on the server that never answers).
+    assert elapsed >= 2
     time.sleep(0.2)
     assert git_processes_naming(f"127.0.0.1:{port}") == [], "the killed clone left git processes behind"
     assert not list((tmp_path / "repos").glob("*.partial*")), "the killed clone left its staging folder"
@@ -144,12 +146,13 @@ def test_hanging_repository_costs_only_its_student(tmp_path: Path, silent_server
 def test_grading_starts_before_the_last_repository_is_fetched(tmp_path: Path, cache_dir: Path) -> None:
     flash = load_assignment("flash-attention-cpu")
     first_result = threading.Event()
+    woke: list[bool] = []  # whether the second fetch ended because a result came (True), not its time-out
 
     def fetches():
         yield Job(0, "early", compose(flash, None, tmp_path / "early"))
         # A fetch that finishes only once the first submission is graded: a batch that waits for
-        # every fetch before grading would wait here for the whole 120 s.
-        first_result.wait(timeout=120)
+        # every fetch before grading would wait here for the whole 120 s, and find no result.
+        woke.append(first_result.wait(timeout=120))
         yield Job(1, "late", compose(flash, None, tmp_path / "late"))
 
     order = []
@@ -158,10 +161,10 @@ def test_grading_starts_before_the_last_repository_is_fetched(tmp_path: Path, ca
         order.append((job.student, result.status, first_result.is_set()))
         first_result.set()
 
-    started = time.monotonic()
     LocalExecutor(build_jobs=2).grade(fetches(), flash, Options(cache_dir=cache_dir), on_result)
     assert [(s, st) for s, st, _ in order] == [("early", "graded"), ("late", "graded")]
-    assert time.monotonic() - started < 100, "the second fetch waited for its time-out: grading did not start early"
+    # The order of events, not seconds: the first result came while the second fetch was still waiting.
+    assert woke == [True], "the second fetch waited for its time-out: grading did not start early"
 
 
 # ---------------------------------------------------------------- point 3: one batch per store
