@@ -7,8 +7,9 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -84,6 +85,15 @@ def sandbox_processes(marker: str) -> list[str]:
         except OSError:
             continue
     return alive
+
+
+def settled(probe: Callable[[], list[str]], seconds: float = 10.0) -> list[str]:
+    """What `probe` (e.g. `sandbox_processes`) still finds once it finds nothing, or after `seconds`: a killed tree
+    takes a moment to leave /proc, longer on a loaded machine; a tree that was never killed is still there."""
+    deadline = time.monotonic() + seconds
+    while (found := probe()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 @pytest.fixture(params=["local", "docker"])

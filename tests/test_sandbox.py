@@ -14,7 +14,7 @@ from grader.sandbox import Limits, Mounts, sandbox_named
 from grader.sandbox.docker import docker_client
 from grader.sandbox.local import LocalSandbox as NamespaceSandbox
 
-from sandbox_fixtures import loopback_listener, backend, docker_ready, sandbox_processes  # noqa: F401  (fixtures)
+from sandbox_fixtures import loopback_listener, backend, docker_ready, sandbox_processes, settled  # noqa: F401  (fixtures)
 
 PROBE = r"""
 import os, socket, sys
@@ -91,18 +91,16 @@ def test_kill_leaves_no_process_behind(backend: str, tmp_path: Path) -> None:
         time.sleep(0.05)
     assert process.poll() is None
     process.kill()
-    time.sleep(0.2)
     assert process.poll() is not None
-    assert sandbox_processes(marker) == []
+    assert settled(lambda: sandbox_processes(marker)) == []  # the daemon sleeps 600 s: killed, or still there
 
 
 def test_stdout_is_capped_and_the_process_is_not_blocked(backend: str, tmp_path: Path) -> None:
     flood = "import sys\nchunk = b'x' * 65536\nfor _ in range(1024): sys.stdout.buffer.write(chunk)\nprint('done', file=sys.stderr)"
-    started = time.monotonic()
+    # Not blocked: it ran to its end ("done") within run_in's wait, which fails a writer stuck on a full pipe.
     code, out, err = run_in(sandbox_named(backend), flood, tmp_path=tmp_path, limits=Limits(log_bytes=4096))
     assert code == 0 and "done" in err
     assert len(out) < 4096 + 200 and "more bytes of output dropped" in out
-    assert time.monotonic() - started < 30
 
 
 def test_memory_limit_kills_and_says_so(backend: str, tmp_path: Path) -> None:

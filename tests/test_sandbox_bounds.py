@@ -25,7 +25,7 @@ from grader.sandbox.local import LocalSandbox as NamespaceSandbox
 from grader.samples import variants
 from grader.spec import Assignment, load_assignment
 
-from conftest import grade_variant
+from conftest import grade_variant, with_time_limit
 from sandbox_fixtures import docker_ready  # noqa: F401  (fixture)
 
 ATTACKS = {v.name: v for v in variants(load_assignment("flash-attention-cpu")) if v.name.startswith("attack-")}
@@ -58,7 +58,10 @@ def start(sandbox, code: str, tmp_path: Path, limits: Limits, gpu: bool = False)
 
 
 def run(sandbox, code: str, tmp_path: Path, limits: Limits, timeout: float = 20) -> tuple[int, str | None, str, float]:
-    """(exit status, limit_hit, stdout + stderr, seconds) of `code` run to its end or its kill."""
+    """(exit status, limit_hit, stdout + stderr, seconds) of `code` run to its end or its kill.
+
+    The programs hold (sleep 30 s) past their work: one that no limit ends outlives `timeout`, and the wait
+    fails the test. No bound in seconds besides: that would measure the machine's load."""
     started = time.monotonic()
     process = start(sandbox, code, tmp_path, limits)
     try:
@@ -71,8 +74,11 @@ def run(sandbox, code: str, tmp_path: Path, limits: Limits, timeout: float = 20)
 
 
 def grade_attack(name: str, flash: Assignment, tmp_path: Path, cache_dir: Path):
+    """The attack graded with 30 s per call: none of these is meant to meet its time limit, and on a loaded
+    machine one could reach 3 s before the limit under test ends it; one that no limit ends times out, and
+    fails its expected status."""
     started = time.monotonic()
-    result = grade_variant(flash, ATTACKS[name], tmp_path, cache_dir, sandbox="local")
+    result = grade_variant(with_time_limit(flash, 30.0), ATTACKS[name], tmp_path, cache_dir, sandbox="local")
     by_name = {k.name: k for k in result.kernels}
     attacked = by_name[ATTACKS[name].kernel]
     assert attacked.status == ATTACKS[name].expect, attacked.message
@@ -99,7 +105,6 @@ def test_host_memory_hog_is_stopped_without_cgroups(launcher: str, no_cgroups: N
     assert "killed by signal SIGKILL" in attacked.message
     assert "exceeded the memory limit (1 GiB)" in attacked.message
     assert "case 'one-row'" in attacked.message or attacked.cases[0].status == "crashed"
-    assert seconds < 20
 
 
 def test_a_forked_tree_is_bounded_by_its_sum(launcher: str, no_cgroups: None, tmp_path: Path) -> None:
@@ -108,7 +113,7 @@ def test_a_forked_tree_is_bounded_by_its_sum(launcher: str, no_cgroups: None, tm
            "block = bytearray(320 << 20)\nprint('holding', flush=True)\ntime.sleep(30)")
     code, hit, output, seconds = run(NamespaceSandbox(), hog, tmp_path, Limits(memory_bytes=1 << 30))
     assert hit == "exceeded the memory limit (1 GiB)", output
-    assert code == -9 and seconds < 10
+    assert code == -9
 
 
 def test_pages_shared_after_a_fork_count_once(launcher: str, no_cgroups: None, tmp_path: Path) -> None:
@@ -128,7 +133,6 @@ def test_memory_in_a_memfd_counts(launcher: str, no_cgroups: None, tmp_path: Pat
            "for _ in range(48):\n    os.write(fd, chunk)\nprint('written', flush=True)\ntime.sleep(30)")
     code, hit, output, seconds = run(NamespaceSandbox(), hog, tmp_path, Limits(memory_bytes=512 << 20))
     assert hit == "exceeded the memory limit (512 MiB)", output
-    assert seconds < 10
 
 
 def test_rlimit_data_is_applied_by_default_and_recorded(no_cgroups: None, tmp_path: Path) -> None:
@@ -213,7 +217,6 @@ def test_filling_the_private_tmp_fails_the_kernel(launcher: str, no_cgroups: Non
     assert not Path("/tmp/kernel-grader-fill-attack").exists()
     after = os.statvfs("/tmp")
     assert (host_tmp.f_bavail - after.f_bavail) * after.f_frsize < 128 << 20
-    assert seconds < 20
 
 
 def test_a_file_flood_in_a_private_tmpfs_is_stopped(launcher: str, no_cgroups: None, tmp_path: Path) -> None:
@@ -222,7 +225,6 @@ def test_a_file_flood_in_a_private_tmpfs_is_stopped(launcher: str, no_cgroups: N
              "except OSError as error:\n    print('refused at', i, error.errno, flush=True)\ntime.sleep(30)")
     code, hit, output, seconds = run(NamespaceSandbox(), flood, tmp_path, Limits(tmp_inodes=2000))
     assert hit == "filled its private /dev/shm (2000 files)", output
-    assert seconds < 10
     assert not Path("/dev/shm/kg-flood-0").exists()
 
 
@@ -230,7 +232,6 @@ def test_an_output_folder_flood_of_names_is_stopped(flash: Assignment, tmp_path:
                                                     no_cgroups: None) -> None:
     attacked, seconds = grade_attack("attack-flood-output-files", flash, tmp_path, cache_dir)
     assert f"created more than {Limits().output_files} files in its output folder" in attacked.message
-    assert seconds < 20
 
 
 def test_an_output_folder_flood_of_new_files_is_stopped(launcher: str, no_cgroups: None, tmp_path: Path) -> None:
@@ -240,7 +241,6 @@ def test_an_output_folder_flood_of_new_files_is_stopped(launcher: str, no_cgroup
     code, hit, output, seconds = run(NamespaceSandbox(), flood, tmp_path, Limits(output_files=2000))
     assert hit == "created more than 2000 files in its output folder", output
     assert "all created" not in output
-    assert seconds < 15
 
 
 WRITERS = {
@@ -260,7 +260,6 @@ def test_output_folder_bytes_are_bounded(how: str, tmp_path: Path) -> None:
     expected = "wrote more than 64 MiB into its output folder" + ("" if how == "visible" else
                                                                   " (in deleted files it kept open or mapped)")
     assert hit == expected, output
-    assert seconds < 10
 
 
 def test_sysv_shared_memory_is_bounded(launcher: str, tmp_path: Path) -> None:
@@ -281,4 +280,3 @@ def test_threads_are_bounded_as_root_without_cgroups(launcher: str, no_cgroups: 
                "print('started', flush=True)\ntime.sleep(30)")
     code, hit, output, seconds = run(NamespaceSandbox(), threads, tmp_path, Limits(processes=24))
     assert hit == "reached the process/thread limit (24)", output
-    assert seconds < 10
