@@ -14,10 +14,13 @@ from grader.timing.lock import LOCKS_ENV, GpuBusy, gpu_key, gpu_lock
 
 HOLDER = """\
 import sys, time
+from pathlib import Path
 from grader.timing.lock import gpu_lock
 with gpu_lock(exclusive=sys.argv[1] == "exclusive", gpu=sys.argv[2]):
     print("held", flush=True)
     time.sleep(float(sys.argv[3]))
+    if len(sys.argv) > 4:
+        Path(sys.argv[4]).touch()  # the last thing done while it still holds the lock
 """
 
 
@@ -27,9 +30,11 @@ def locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def hold(mode: str, gpu: str, seconds: float, locks: Path) -> subprocess.Popen:
-    """Another process holding GPU `gpu`'s lock for `seconds`, once it says so."""
-    process = subprocess.Popen([sys.executable, "-c", HOLDER, mode, gpu, str(seconds)], stdout=subprocess.PIPE,
+def hold(mode: str, gpu: str, seconds: float, locks: Path, done: Path | None = None) -> subprocess.Popen:
+    """Another process holding GPU `gpu`'s lock for `seconds`, once it says so; it touches `done` just before
+    it lets go."""
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, mode, gpu, str(seconds), *([str(done)] if done else [])],
+                               stdout=subprocess.PIPE,
                                text=True, env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent),
                                                LOCKS_ENV: str(locks), "PATH": "/usr/bin:/bin"})
     assert process.stdout is not None and process.stdout.readline().strip() == "held"
@@ -53,13 +58,13 @@ def test_timing_waits_for_a_correctness_harness_on_its_gpu(locks: Path) -> None:
         assert held.exclusive
 
 
-def test_a_harness_waits_while_timing_holds_the_gpu(locks: Path) -> None:
-    timing = hold("exclusive", "0", 1.0, locks)
-    asked = time.monotonic()
-    with gpu_lock(exclusive=False, gpu="0", timeout_s=10):
-        waited = time.monotonic() - asked
+def test_a_harness_waits_while_timing_holds_the_gpu(locks: Path, tmp_path: Path) -> None:
+    done = tmp_path / "timing-done"
+    timing = hold("exclusive", "0", 1.0, locks, done)
+    with gpu_lock(exclusive=False, gpu="0", timeout_s=30):
+        # The order of events, not seconds: the timing job had finished its work when the harness got the GPU.
+        assert done.exists(), "the harness got the GPU while the timing job held it"
     timing.wait()
-    assert waited > 0.5  # it started only once the timing job let go
 
 
 def wait_for_turnstile(path: Path) -> None:
