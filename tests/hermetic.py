@@ -1,12 +1,15 @@
-"""The test session's own home, cache, locks and working folder, so that no test reaches the user's.
+"""The test session's own home, cache (with its clone-cache lock) and working folder, so that no test reaches the user's.
 
 Set before any test runs, in the pytest process (and inherited by the xdist workers and by every
-subprocess the tests start): HOME and the XDG folders, $KERNEL_GRADER_CACHE (the default cache, with
-its clone cache and that clone cache's lock), $KERNEL_GRADER_LOCKS (the GPU locks) all point into one
-folder of the session's; the tests run with that folder's `cwd` as their working folder, so that a
-command's default output (`grader batch`'s ./grades.sqlite) lands there too. A test that forgets
-`--cache-dir` or `--store` still cannot touch ~/.cache/kernel-grader, the real clone-cache lock or a
-store in the repository.
+subprocess the tests start): HOME, the XDG folders and $KERNEL_GRADER_CACHE (the default cache, with its
+clone cache and that clone cache's lock) all point into one folder of the session's; the tests run with
+that folder's `cwd` as their working folder, so that a command's default output (`grader batch`'s
+./grades.sqlite) lands there too. A test that forgets `--cache-dir` or `--store` still cannot touch
+~/.cache/kernel-grader, the real clone-cache lock or a store in the repository.
+
+The GPU locks ($KERNEL_GRADER_LOCKS, /tmp/kernel-grader-locks) stay the machine's: they hold no state,
+only take turns on a GPU, and a test timing a kernel must wait for a grader timing beside it (and the
+other way round), as two test runs at once must.
 """
 
 from __future__ import annotations
@@ -44,15 +47,11 @@ class Session:
         return self.root / "cache"
 
     @property
-    def locks(self) -> Path:
-        return self.root / "locks"
-
-    @property
     def cwd(self) -> Path:
         return self.root / "cwd"
 
     def environment(self) -> dict[str, str]:
-        """What the session sets: every default location the grader, git, pip and CUDA use, inside `root`."""
+        """What the session sets: every default location of state the grader, git, pip and CUDA use, inside `root`."""
         return {
             SESSION_ENV: str(self.root),
             "HOME": str(self.home),
@@ -61,7 +60,6 @@ class Session:
             "XDG_DATA_HOME": str(self.home / ".local" / "share"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),
             "KERNEL_GRADER_CACHE": str(self.cache),
-            "KERNEL_GRADER_LOCKS": str(self.locks),
         }
 
 
@@ -78,7 +76,7 @@ def isolate(basetemp: Path | None) -> tuple[Session, dict[str, str | None]]:
         session = Session(basetemp / "session")
     else:
         session = Session(Path(tempfile.mkdtemp(prefix="kernel-grader-tests-")))
-    for folder in (session.home, session.cache, session.locks, session.cwd):
+    for folder in (session.home, session.cache, session.cwd):
         folder.mkdir(parents=True, exist_ok=True)
     gitconfig = session.home / ".gitconfig"
     if not gitconfig.exists():

@@ -30,22 +30,22 @@ def test_every_default_location_is_the_session_s(hermetic_session: hermetic.Sess
     assert not inside(hermetic_session.root, REAL_HOME) and not inside(hermetic_session.root, PROJECT_ROOT)
     assert Path.home() == hermetic_session.home and Path(os.path.expanduser("~")) == hermetic_session.home
     assert default_cache_dir() == hermetic_session.cache
-    assert locks_folder() == hermetic_session.locks
+    assert not inside(locks_folder(), REAL_HOME)  # the machine's GPU locks: turns on a GPU, no state
     assert Path(os.environ["XDG_CACHE_HOME"]).is_relative_to(hermetic_session.home)
     assert Path.cwd() == hermetic_session.cwd
 
 
 def test_a_subprocess_inherits_the_session(hermetic_session: hermetic.Session) -> None:
     probe = ("import json, os, subprocess, grader\nfrom pathlib import Path\n"
-             "from grader.pipeline import default_cache_dir\nfrom grader.timing.lock import locks_folder\n"
+             "from grader.pipeline import default_cache_dir\n"
              "git = subprocess.run(['git', 'config', '--global', 'user.email'], capture_output=True, text=True)\n"
              "print(json.dumps({'home': str(Path.home()), 'cache': str(default_cache_dir()), "
-             "'locks': str(locks_folder()), 'cwd': os.getcwd(), 'grader': grader.__file__, "
+             "'cwd': os.getcwd(), 'grader': grader.__file__, "
              "'git': git.stdout.strip()}))")
     seen = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                                      timeout=120).stdout)
     assert Path(seen["home"]) == hermetic_session.home and Path(seen["cache"]) == hermetic_session.cache
-    assert Path(seen["locks"]) == hermetic_session.locks and Path(seen["cwd"]) == hermetic_session.cwd
+    assert Path(seen["cwd"]) == hermetic_session.cwd
     # The grader under test, not whichever one is installed, and the session's git identity, not the user's.
     assert Path(seen["grader"]).resolve().is_relative_to(hermetic.GRADER_SOURCE)
     assert seen["git"] == "tests@kernel-grader.invalid"
