@@ -158,7 +158,7 @@ def test_a_harness_run_alone_waits_for_the_others_and_holds_off_new_ones() -> No
     threads.append(threading.Thread(target=alone))
     threads[1].start()
     deadline = time.monotonic() + 30
-    while not slots._alone_waiting and time.monotonic() < deadline:  # a loaded machine starts a thread late
+    while not slots.alone_waiting and time.monotonic() < deadline:  # a loaded machine starts a thread late
         time.sleep(0.01)
     time.sleep(0.2)  # the alone run now waits for the first to end; a new start waits behind it
     threads.append(threading.Thread(target=shared, args=("later",)))

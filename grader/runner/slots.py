@@ -39,6 +39,12 @@ class Slots:
         self._alone_waiting = 0
         self._changed = threading.Condition()
 
+    @property
+    def alone_waiting(self) -> int:
+        """How many alone runs wait for the harnesses running now to end."""
+        with self._changed:
+            return self._alone_waiting
+
     @contextmanager
     def harness(self, alone: bool = False) -> Iterator[Held]:
         held = Held(alone)
