@@ -7,7 +7,9 @@ grader untouched. The corpus runs on the local (namespace) and docker backends a
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,12 +31,17 @@ def host_listener():
 
 
 @pytest.fixture
-def victim() -> Path:
-    """Another student's submission at a path the attack knows."""
-    folder = Path("/tmp/kernel-grader-victim/src")
+def victim() -> Iterator[Path]:
+    """Another student's submission at a path the attack knows; removed again by the test that made it (a run
+    beside this one may share it: the same file, the same text)."""
+    root = Path("/tmp/kernel-grader-victim")
+    made = not root.exists()
+    folder = root / "src"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "standard_attention.cpp").write_text("// another student's work\n")
-    return folder
+    yield folder
+    if made:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _inputs_digest(cache_dir: Path) -> str:
