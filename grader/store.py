@@ -301,7 +301,7 @@ class Store:
                                     (assignment,)).fetchall()
         failures: dict[str, int] = {}
         for student, status in rows:
-            failures[student] = failures.get(student, 0) + 1 if SubmissionStatus(status).fetch_again else 0
+            failures[student] = (failures.get(student, 0) + 1) if SubmissionStatus(status).fetch_again else 0
         return {student: count for student, count in failures.items() if count}
 
     def fetch_retries(self, assignment: str) -> set[str]:

@@ -197,6 +197,9 @@ def show_status(store_path: Path, assignment: str, console: Console) -> None:
             console.print(f"  resume it with: {r.command}", highlight=False, soft_wrap=True, markup=False)
 
 
+NAMED = 10  # students a line names before it says "..."
+
+
 def _warn_other_choices(store: Store, assignment: str, kept: list[str], pins: dict[str, dict[str, str | None]],
                         store_path: Path, console: Console) -> None:
     """One warning where results this run keeps were graded at commits chosen otherwise than now."""
@@ -205,7 +208,7 @@ def _warn_other_choices(store: Store, assignment: str, kept: list[str], pins: di
         return
     student, (then, now) = next(iter(differ.items()))
     key = next(k for k in CHOICE_WORDS if then.get(k) != now.get(k))
-    names = ",".join(list(differ)[:5]) + (",..." if len(differ) > 5 else "")
+    names = ",".join(list(differ)[:NAMED]) + (",..." if len(differ) > NAMED else "")
     words = (f"{len(differ)} of the {len(kept)} result(s) kept in {store_path} were graded under another choice of "
              f"commit, so they keep the commits chosen then: e.g. {student}'s {CHOICE_WORDS[key]} was "
              f"{then.get(key) or 'none'}, now {now.get(key) or 'none'}. --regrade grades everyone at the commits "
@@ -221,10 +224,10 @@ def _tell_fetch_failures(failures: dict[str, int], roster: list[str], console: C
     retried = [s for s in on_roster if failures[s] < FETCH_ATTEMPTS]
     given_up = [s for s in on_roster if failures[s] >= FETCH_ATTEMPTS]
     if retried:
+        named = ", ".join(f"{s} attempt {failures[s]} of {FETCH_ATTEMPTS}" for s in retried[:NAMED])
         console.print(f"fetch_failed: {len(retried)} repositor{'y' if len(retried) == 1 else 'ies'} could not be "
-                      f"fetched ({', '.join(f'{s} attempt {failures[s]} of {FETCH_ATTEMPTS}' for s in retried)}); "
-                      "the same command run again tries them again (and so does --failed)",
-                      highlight=False, soft_wrap=True, markup=False)
+                      f"fetched ({named}{', ...' if len(retried) > NAMED else ''}); the same command run again "
+                      "tries them again (and so does --failed)", highlight=False, soft_wrap=True, markup=False)
     if given_up:
         console.print(f"fetch_failed: {', '.join(given_up)}: could not be fetched {FETCH_ATTEMPTS} times in a row, "
                       f"so plain runs and --failed no longer try; --only {','.join(given_up)} tries again",
