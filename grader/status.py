@@ -113,12 +113,23 @@ class KernelStatus(_Status):
 
 class SubmissionStatus(_Status):
     GRADED = "graded"
-    NOT_SUBMITTED = "not_submitted"  # nothing to grade: an unreachable or empty repository
+    NOT_SUBMITTED = "not_submitted"  # nothing to grade: the repository or commit does not exist, or none is in time
+    FETCH_FAILED = "fetch_failed"  # the repository could not be fetched (network, time limit, access): tried again
     ERROR = "error"  # the grader failed on it
 
     @property
     def was_graded(self) -> bool:
         return self is SubmissionStatus.GRADED
+
+    @property
+    def fetch_again(self) -> bool:
+        """Nothing is known of the submission yet: the next batch run (and `--failed`) fetches it again."""
+        return self is SubmissionStatus.FETCH_FAILED
+
+    @property
+    def worth_regrading(self) -> bool:
+        """`batch --failed` grades it again: the grader failed on it, or its repository could not be fetched."""
+        return self in (SubmissionStatus.ERROR, SubmissionStatus.FETCH_FAILED)
 
 
 class Outcome(_Status):
@@ -130,6 +141,7 @@ class Outcome(_Status):
     CRASHED = "crashed"
     TIMEOUT = "timeout"
     NOT_SUBMITTED = "not_submitted"
+    FETCH_FAILED = "fetch_failed"
     ERROR = "error"
 
     @classmethod

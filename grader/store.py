@@ -6,7 +6,12 @@ older layout is migrated in place (its results kept).
 
 A batch is a *run*: a row in `runs` naming the students it set out to grade; each result it saves
 carries the run's id. A run stopped half-way (kill -9, a crash) is resumed by the next batch of
-the same kind, which grades only the students the run has no result for yet.
+the same kind, which grades only the students the run has no result for yet. A run also records,
+per student, what chose the graded commit (deadline, extension, late window, pin, roster commit),
+so that a later run that keeps those results can say they were graded under another choice.
+
+A repository that could not be fetched is a `fetch_failed` result; the next batch (and `--failed`)
+fetches it again until FETCH_ATTEMPTS results in a row say so, counted from the stored history.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 import socket
 import sqlite3
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.errors import StoreError
@@ -41,8 +46,9 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_by_student ON results (assignment, student, id);
 """
-# The store's own layout (the results' JSON has its own SCHEMA_VERSION). 1: results only; 2: runs.
-STORE_VERSION = 2
+# The store's own layout (the results' JSON has its own SCHEMA_VERSION). 1: results only; 2: runs;
+# 3: each run's commit choices (runs.pins), and results that may be fetch_failed.
+STORE_VERSION = 3
 _RUNS = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -57,6 +63,9 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at TEXT
 );
 """
+# Fetches of one repository that fail in a row before plain runs and `--failed` stop trying it
+# (`--regrade` and `--only` always try).
+FETCH_ATTEMPTS = 3
 # What a batch sets out to do: `new` grades those without a result; `regrade` everyone; `only` the
 # named students; `failed` those whose newest result failed (see KernelStatus.worth_regrading).
 RUN_MODES = ("new", "regrade", "only", "failed")
@@ -77,6 +86,8 @@ class Run:
     started_at: str
     finished_at: str | None
     done: frozenset[str]
+    # Per student, what chose the graded commit (Deadlines.choice); empty for runs stored before layout 3.
+    pins: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
     @property
     def left(self) -> list[str]:
@@ -125,7 +136,13 @@ class Store:
             if row is not None and row[0] != str(SCHEMA_VERSION):
                 raise StoreError(f"store {self.path}: schema version {row[0]}, this grader reads version "
                                  f"{SCHEMA_VERSION}; use the matching grader version")
+            layout = self._db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone() \
+                if "meta" in tables else None
+            if layout is not None and int(layout[0]) > STORE_VERSION:
+                raise StoreError(f"store {self.path}: store layout version {layout[0]}, this grader reads up to "
+                                 f"{STORE_VERSION}; use the matching grader version")
             self._has_runs = "runs" in tables
+            self._has_pins = self._has_runs and "pins" in {c[1] for c in self._db.execute("PRAGMA table_info(runs)")}
         except sqlite3.DatabaseError as error:
             raise StoreError(f"store {self.path}: not a readable results store ({error})") from None
 
@@ -141,8 +158,10 @@ class Store:
             columns = {c[1] for c in self._db.execute("PRAGMA table_info(results)")}
             if "run_id" not in columns:
                 self._db.execute("ALTER TABLE results ADD COLUMN run_id INTEGER REFERENCES runs (id)")
+        if version < 3:
+            self._db.execute("ALTER TABLE runs ADD COLUMN pins TEXT NOT NULL DEFAULT '{}'")
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('store_version', ?)", (str(STORE_VERSION),))
-        self._has_runs = True
+        self._has_runs = self._has_pins = True
 
     def save(self, result: Result, run: int | None = None) -> None:
         """Append a result, from batch run `run` if given (older results of the same student stay, as history)."""
@@ -160,27 +179,30 @@ class Store:
     # ------------------------------------------------------------------ runs
 
     def start_run(self, assignment: str, mode: str, students: list[str], selection: str = "",
-                  command: str = "") -> Run:
-        """Record a new batch run that sets out to grade `students`."""
+                  command: str = "", pins: dict[str, dict[str, str | None]] | None = None) -> Run:
+        """Record a new batch run that sets out to grade `students`; `pins`: what chooses each one's commit."""
         if mode not in RUN_MODES:
             raise ValueError(f"unknown run mode {mode!r}")
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        chosen = {s: pins[s] for s in students if s in pins} if pins else {}
         with self._lock, self._db:
             cursor = self._db.execute(
-                "INSERT INTO runs (assignment, mode, selection, students, command, host, pid, started_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (assignment, mode, selection, json.dumps(students), command, socket.gethostname(), os.getpid(), now))
+                "INSERT INTO runs (assignment, mode, selection, students, command, host, pid, started_at, pins)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (assignment, mode, selection, json.dumps(students), command, socket.gethostname(), os.getpid(), now,
+                 json.dumps(chosen, sort_keys=True)))
         return self.run(cursor.lastrowid)
 
     def run(self, run_id: int) -> Run:
         with self._lock:
             row = self._db.execute("SELECT id, assignment, mode, selection, students, command, host, pid, started_at,"
-                                   " finished_at FROM runs WHERE id = ?", (run_id,)).fetchone()
+                                   " finished_at, " + ("pins" if self._has_pins else "'{}'") + " FROM runs WHERE id = ?",
+                                   (run_id,)).fetchone()
             if row is None:
                 raise StoreError(f"store {self.path}: no run {run_id}")
             done = {s for (s,) in self._db.execute("SELECT DISTINCT student FROM results WHERE run_id = ?", (run_id,))}
         return Run(row[0], row[1], row[2], row[3], tuple(json.loads(row[4])), row[5], row[6], row[7], row[8], row[9],
-                   frozenset(done))
+                   frozenset(done), json.loads(row[10]))
 
     def runs(self, assignment: str | None = None) -> list[Run]:
         """Every run (of one assignment), oldest first."""
@@ -202,9 +224,41 @@ class Store:
     def unfinished_runs(self, assignment: str) -> list[Run]:
         return [r for r in self.runs(assignment) if r.finished_at is None]
 
-    def set_run_students(self, run_id: int, students: list[str]) -> None:
+    def set_run_students(self, run_id: int, students: list[str],
+                         pins: dict[str, dict[str, str | None]] | None = None) -> None:
+        """A resumed run's students; `pins` (for those it grades now) replace what the run recorded for them."""
         with self._lock, self._db:
-            self._db.execute("UPDATE runs SET students = ? WHERE id = ?", (json.dumps(students), run_id))
+            recorded = json.loads(self._db.execute("SELECT pins FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
+            recorded.update(pins or {})
+            self._db.execute("UPDATE runs SET students = ?, pins = ? WHERE id = ?",
+                             (json.dumps(students), json.dumps(recorded, sort_keys=True), run_id))
+
+    def latest_runs(self, assignment: str) -> dict[str, int | None]:
+        """Each student's newest result's run id (None: saved outside a run)."""
+        if not self._has_runs:
+            return {}
+        with self._lock:
+            rows = self._db.execute("SELECT student, run_id FROM results WHERE id IN (SELECT MAX(id) FROM results"
+                                    " WHERE assignment = ? GROUP BY student)", (assignment,)).fetchall()
+        return dict(rows)
+
+    def graded_under_other_pins(self, assignment: str, students: list[str],
+                                pins: dict[str, dict[str, str | None]]) -> dict[str, tuple[dict, dict]]:
+        """Of `students`, those whose newest result's run chose their commit otherwise than `pins` would now:
+        student -> (then, now). A result whose run recorded no choice (an older store) is not compared."""
+        runs: dict[int, Run] = {}
+        differ = {}
+        latest = self.latest_runs(assignment)
+        for student in students:
+            run_id = latest.get(student)
+            if run_id is None or student not in pins:
+                continue
+            if run_id not in runs:
+                runs[run_id] = self.run(run_id)
+            then = runs[run_id].pins.get(student)
+            if then is not None and then != pins[student]:
+                differ[student] = (then, pins[student])
+        return differ
 
     def history_with_runs(self, assignment: str) -> list[tuple[int | None, Result]]:
         """Every stored result of the assignment (regrades included) with its run's id, oldest first."""
@@ -240,18 +294,36 @@ class Store:
                                     (assignment,)).fetchall()
         return {student for (student,) in rows}
 
+    def fetch_failures(self, assignment: str) -> dict[str, int]:
+        """Students whose newest result is fetch_failed -> how many results in a row are (the attempts so far)."""
+        with self._lock:
+            rows = self._db.execute("SELECT student, status FROM results WHERE assignment = ? ORDER BY id",
+                                    (assignment,)).fetchall()
+        failures: dict[str, int] = {}
+        for student, status in rows:
+            failures[student] = (failures.get(student, 0) + 1) if SubmissionStatus(status).fetch_again else 0
+        return {student: count for student, count in failures.items() if count}
+
+    def fetch_retries(self, assignment: str) -> set[str]:
+        """Students whose repository could not be fetched, fewer than FETCH_ATTEMPTS times in a row: tried again."""
+        return {s for s, count in self.fetch_failures(assignment).items() if count < FETCH_ATTEMPTS}
+
     def failed_students(self, assignment: str) -> set[str]:
-        """Students whose newest result had a kernel crash, time out or not run, or that the grader could not grade."""
+        """Students whose newest result had a kernel crash, time out or not run, that the grader could not grade,
+        or whose repository could not be fetched (fewer than FETCH_ATTEMPTS times in a row)."""
+        retried = self.fetch_retries(assignment)
         return {r.student for r in self.latest(assignment)
-                if r.student is not None and (r.status is SubmissionStatus.ERROR
-                                              or any(k.status.worth_regrading for k in r.kernels))}
+                if r.student is not None and (r.student in retried if r.status.fetch_again
+                                              else (r.status.worth_regrading
+                                                    or any(k.status.worth_regrading for k in r.kernels)))}
 
     def to_grade(self, assignment: str, roster: list[str], *, regrade: bool = False, only: set[str] | None = None,
                  failed: bool = False) -> list[str]:
         """The roster's students a batch grades now, in roster order.
 
-        Default: those without a stored result (so a stopped batch resumes). `regrade`: everyone;
-        `only`: the named students; `failed`: those whose newest result failed as KernelStatus.worth_regrading says.
+        Default: those without a stored result (so a stopped batch resumes) and those whose repository
+        could not be fetched (see fetch_retries). `regrade`: everyone; `only`: the named students;
+        `failed`: those whose newest result failed as KernelStatus/SubmissionStatus.worth_regrading say.
         """
         if only is not None:
             return [s for s in roster if s in only]
@@ -260,7 +332,7 @@ class Store:
         if failed:
             chosen = self.failed_students(assignment)
             return [s for s in roster if s in chosen]
-        done = self.graded_students(assignment)
+        done = self.graded_students(assignment) - self.fetch_retries(assignment)
         return [s for s in roster if s not in done]
 
     def check(self) -> None:
@@ -293,12 +365,15 @@ class Plan:
 
 
 def plan_run(store: Store, assignment: str, roster: list[str], *, regrade: bool = False,
-             only: set[str] | None = None, failed: bool = False, fresh: bool = False, command: str = "") -> Plan:
+             only: set[str] | None = None, failed: bool = False, fresh: bool = False, command: str = "",
+             pins: dict[str, dict[str, str | None]] | None = None) -> Plan:
     """Start a run, or resume the unfinished run of the same kind (same mode, same --only list).
 
     A resumed run grades only the roster's students it has no result for yet; `fresh` starts a new
     run whatever was left. A plain batch also says which runs of another kind are unfinished.
+    `pins`: what chooses each student's commit now, recorded with the run for those it grades.
     """
+    pins = pins or {}
     mode = "only" if only else "regrade" if regrade else "failed" if failed else "new"
     selection = ",".join(sorted(only)) if only else ""
     notes = []
@@ -311,18 +386,21 @@ def plan_run(store: Store, assignment: str, roster: list[str], *, regrade: bool 
                              f"left; run `{other.command}` again to resume it (`grader batch --status` lists them)")
         students = store.to_grade(assignment, roster)
         if unfinished is not None:
-            store.set_run_students(unfinished.id, [s for s in unfinished.students if s in unfinished.done] + students)
+            # A student whose fetch failed in it is done (it has a result) and is tried again: listed once.
+            kept = [s for s in unfinished.students if s in unfinished.done and s not in students]
+            store.set_run_students(unfinished.id, kept + students, {s: pins[s] for s in students if s in pins})
             notes.append(f"resuming run {unfinished.id} (started {unfinished.started_at}): "
                          f"{len(unfinished.done)} graded, {len(students)} to go")
             return Plan(store.run(unfinished.id), students, True, notes)
-        return Plan(store.start_run(assignment, mode, students, selection, command), students, False, notes)
+        return Plan(store.start_run(assignment, mode, students, selection, command, pins), students, False, notes)
     if unfinished is not None:
         on_roster = set(roster)
         students = [s for s in unfinished.left if s in on_roster]
+        store.set_run_students(unfinished.id, list(unfinished.students), {s: pins[s] for s in students if s in pins})
         notes.append(f"resuming run {unfinished.id} ({mode}{' ' + selection if selection else ''}, started "
                      f"{unfinished.started_at}): {len(unfinished.done)} of {len(unfinished.students)} already "
                      f"graded in it, {len(students)} to go (--new-run starts over)")
-        return Plan(unfinished, students, True, notes)
+        return Plan(store.run(unfinished.id), students, True, notes)
     students = store.to_grade(assignment, roster, regrade=regrade, only=only, failed=failed)
-    return Plan(store.start_run(assignment, mode, students, selection, command), students, False, notes)
+    return Plan(store.start_run(assignment, mode, students, selection, command, pins), students, False, notes)
 

@@ -99,6 +99,10 @@ def test_gradebook_has_one_row_per_student_with_the_breakdown(class_store: Path,
     assert by_id["hana"]["late_days"] == "2" and by_id["hana"]["late_penalty"] == "0.6"
     assert by_id["brian"]["flash_attention"] == "0.6667" and by_id["brian"]["standard_attention"] == "1"
     assert by_id["ivan"]["status"] == "not_submitted" and by_id["ivan"]["total"] == "0"
+    # The outcome word the batch summary counts, not "graded" for a crash or a compile error.
+    assert {sid: row["status"] for sid, row in by_id.items()} == {sid: r.outcome for sid, r in class_results.items()}
+    assert by_id["dana"]["status"] == "crashed" and by_id["emil"]["status"] == "compile_error"
+    assert by_id["ada"]["status"] == "passed" and by_id["brian"]["status"] == "failed"
     assert by_id["ada"]["commit"] == class_results["ada"].submission.commit and len(by_id["ada"]["commit"]) == 40
     for row in rows:  # what an LMS import needs: the total is a plain number
         float(row["total"])

@@ -11,9 +11,10 @@ import pytest
 
 from grader.errors import SubmissionError
 from grader.batch.deadlines import Pin, parse_deadline, read_push_log
-from grader.batch.fetch import Fetched, NotSubmitted, fetch_submission
+from grader.batch.fetch import FetchFailed, Fetched, NotSubmitted, fetch_submission
 from grader.batch.roster import read_roster
 
+from git_server import GitServer
 from test_batch import DEADLINE_AT, at, commit
 
 CHICAGO = datetime.timezone(datetime.timedelta(hours=-6))
@@ -83,7 +84,7 @@ def test_clone_is_fetched_again_when_the_student_pushes_more(tmp_path: Path) -> 
     assert (fetched.root / "answer.txt").read_text() == "newer\n"
 
 
-def test_ungradable_repositories_are_not_submitted_with_git_s_reason(tmp_path: Path) -> None:
+def test_missing_empty_and_too_late_repositories_are_not_submitted_with_git_s_reason(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=empty, check=True)
@@ -91,12 +92,32 @@ def test_ungradable_repositories_are_not_submitted_with_git_s_reason(tmp_path: P
     assert fetch_submission("s", str(empty), cache, Pin(None)) == NotSubmitted(f"{empty.resolve()}: the repository has no commits")
     missing = fetch_submission("s", str(tmp_path / "nope"), cache, Pin(None))
     assert isinstance(missing, NotSubmitted) and "no such folder" in missing.reason
-    unreachable = fetch_submission("s", "https://127.0.0.1:9/class/student.git", cache, Pin(None))
-    assert isinstance(unreachable, NotSubmitted) and "127.0.0.1" in unreachable.reason
-    assert "Cloning into" not in unreachable.reason
+    url = (tmp_path / "never-created.git").as_uri()
+    missing_url = fetch_submission("s", url, cache, Pin(None))
+    assert isinstance(missing_url, NotSubmitted) and "does not appear to be a git repository" in missing_url.reason
+    assert "Cloning into" not in missing_url.reason
     late, _ = repo_with(tmp_path, [3], "late")
     too_late = fetch_submission("s", str(late), cache, Pin(cutoff=DEADLINE_AT))
     assert isinstance(too_late, NotSubmitted) and "no commit on origin/HEAD at or before" in too_late.reason
+
+
+def test_a_server_that_refuses_is_a_fetch_failure_and_one_that_says_not_found_is_not_submitted(tmp_path: Path) -> None:
+    server = GitServer(tmp_path / "served")
+    repo, shas = repo_with(tmp_path, [-1])
+    server.publish("there", repo)
+    cache = tmp_path / "cache"
+    refused = fetch_submission("s", server.url("there"), cache, Pin(None))
+    assert isinstance(refused, FetchFailed) and f"127.0.0.1 port {server.port}" in refused.reason, refused
+    server.start()
+    try:
+        assert fetch_submission("s", server.url("there"), cache, Pin(None)).commit == shas[0]
+        absent = fetch_submission("t", server.url("never-created"), cache, Pin(None))
+        assert isinstance(absent, NotSubmitted) and "not found" in absent.reason, absent
+    finally:
+        server.stop()
+    # The clone is in the cache now; the fetch that updates it meets the refusal again, and says so.
+    again = fetch_submission("s", server.url("there"), cache, Pin(None))
+    assert isinstance(again, FetchFailed) and f"127.0.0.1 port {server.port}" in again.reason, again
 
 
 def test_roster_commit_and_push_log_name_commits_the_repository_must_have(tmp_path: Path) -> None:

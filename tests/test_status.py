@@ -121,3 +121,21 @@ def test_batch_summary_and_dashboard_count_crashes_and_timeouts_alike(class_resu
     assert batch[Outcome.CRASHED] == dashboard["crashed"] == 2
     assert batch[Outcome.TIMEOUT] == dashboard["timeouts"] == 2
     assert batch[Outcome.PASSED] == 1
+
+
+def test_a_repository_that_could_not_be_fetched_counts_as_fetch_failed_everywhere(class_results) -> None:
+    from grader.report import gradebook, gradescope, junit
+
+    ghost = dataclasses.replace(class_results["ivan"], student="ghost", status=SubmissionStatus.FETCH_FAILED,
+                                message="https://git.example.edu/ghost.git: Could not resolve host: git.example.edu")
+    assert ghost.outcome is Outcome.FETCH_FAILED and Outcome.of("fetch_failed", []) is Outcome.FETCH_FAILED
+    assert {s for s in SubmissionStatus if s.fetch_again} == {SubmissionStatus.FETCH_FAILED}
+    assert {s for s in SubmissionStatus if s.worth_regrading} == {SubmissionStatus.FETCH_FAILED, SubmissionStatus.ERROR}
+    results = [ghost, class_results["ivan"], class_results["ada"]]
+    batch = summarise_class(results, "flash-attention-cpu", ghost.max_score).counts
+    dashboard = dict(summarise(results, "flash-attention-cpu")["status_counts"])
+    assert batch[Outcome.FETCH_FAILED] == dashboard["fetch failed"] == 1
+    assert batch[Outcome.NOT_SUBMITTED] == dashboard["not submitted"] == 1
+    assert "ghost,0,3,0,0,0,0,0,fetch_failed," in gradebook.render(results)
+    assert 'type="fetch_failed"' in junit.render_class(results) and "Could not resolve host" in junit.render_class(results)
+    assert "Not graded (fetch failed): https://git.example.edu/ghost.git" in gradescope.results_json(ghost)["output"]

@@ -59,6 +59,46 @@ def test_store_of_another_schema_version_is_refused_by_name(tmp_path: Path) -> N
         Store(path)
 
 
+def test_a_store_of_layout_2_is_migrated_and_its_runs_are_not_compared_for_commit_choices(tmp_path: Path) -> None:
+    from grader.store import _RUNS, _SCHEMA, STORE_VERSION
+
+    path = tmp_path / "layout2.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(_SCHEMA + _RUNS.replace("IF NOT EXISTS ", ""))
+        db.execute("ALTER TABLE results ADD COLUMN run_id INTEGER REFERENCES runs (id)")
+        db.executemany("INSERT INTO meta VALUES (?, ?)", [("schema_version", "1"), ("store_version", "2")])
+        db.execute("INSERT INTO runs (assignment, mode, selection, students, command, host, pid, started_at)"
+                   " VALUES ('a', 'new', '', '[\"ada\"]', 'grader batch', 'h', 1, '2026-01-01T00:00:00+00:00')")
+        r = result("ada")
+        db.execute("INSERT INTO results (student, assignment, spec_version, commit_sha, status, score, max_score,"
+                   " grader_version, graded_at, result_json, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                   ("ada", "a", "1", "abc", "graded", 1.0, 1.0, "0.1.0", r.graded_at, r.to_json(indent=None)))
+    db.close()
+    store = Store(path)
+    assert store.run(1).pins == {} and store.run(1).done == {"ada"}
+    now = {"ada": {"deadline": "2026-03-02T23:59:00-06:00"}}
+    assert store.graded_under_other_pins("a", ["ada"], now) == {}  # nothing recorded then: nothing to compare
+    run = store.start_run("a", "regrade", ["ada"], pins=now)
+    store.save(result("ada"), run.id)
+    later = {"ada": {"deadline": "2026-03-03T23:59:00-06:00"}}
+    assert store.graded_under_other_pins("a", ["ada"], later) == {"ada": (now["ada"], later["ada"])}
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone() == (str(STORE_VERSION),)
+    db.close()
+
+
+def test_a_store_of_a_newer_layout_is_refused_by_batches_and_reports_alike(tmp_path: Path) -> None:
+    path = tmp_path / "newer.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'store_version'")
+    db.close()
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match=r"newer.sqlite: store layout version 99, this grader reads up to"):
+            Store(path, read_only=read_only)
+
+
 def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "notes.sqlite"
     path.write_bytes(b"these are my lecture notes, not a database" * 100)

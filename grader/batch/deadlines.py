@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import hashlib
 import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,3 +117,19 @@ class Deadlines:
         pushes = None if self.pushes is None or entry.commit else self.pushes.get(entry.student, [])
         return Pin(cutoff=own + accepted if own else None, commit=entry.commit, submitted_at=entry.submitted_at,
                    pushes=pushes)
+
+    def choice(self, entry: Entry) -> dict[str, str | None]:
+        """What chooses the student's graded commit and its lateness, as plain strings: recorded with a run,
+        compared by the next one that keeps its results (CHOICE_WORDS names each key)."""
+        pin, own = self.pin(entry), self.deadline_of(entry)
+        pushes = None if pin.pushes is None else hashlib.sha256(
+            "\n".join(sorted(f"{p.commit} {p.pushed_at.isoformat()}" for p in pin.pushes)).encode()).hexdigest()[:16]
+        return {"repository": entry.repository, "deadline": own.isoformat() if own else None,
+                "cutoff": pin.cutoff.isoformat() if pin.cutoff else None, "commit": pin.commit,
+                "submitted_at": pin.submitted_at.isoformat() if pin.submitted_at else None, "pushes": pushes}
+
+
+# Each key of Deadlines.choice, as the warning names it, in the order a difference is told.
+CHOICE_WORDS = {"deadline": "deadline (--deadline, extension_days)",
+                "cutoff": "last accepted commit time (--max-late-days)", "pushes": "push log (--pin)",
+                "commit": "roster commit", "submitted_at": "roster submitted_at", "repository": "repository"}

@@ -2,8 +2,10 @@
 its deadline, the roster or a push log chooses; for a class, in parallel, each repository under a
 time limit, handing each fetched submission on the moment it is ready so grading starts with the first.
 
-A repository that cannot be graded (unreachable, empty, too late, past its time limit) is saved
-as not submitted (or an error) right away; the rest of the class goes on.
+A repository that does not exist, is empty or has no commit in time is saved as not submitted
+right away; one that could not be fetched (no network, a refused connection, no answer within
+its time limit, no access) as fetch_failed, which the next run tries again; the rest of the class
+goes on.
 """
 
 from __future__ import annotations
@@ -52,11 +54,20 @@ class FetchTimeout(Exception):
 
 
 class GitFailed(Exception):
-    """A git command that exited non-zero; `stderr` says why."""
+    """A git command that exited non-zero; `stderr` says why, `returncode` how (negative: killed by a signal)."""
 
-    def __init__(self, stderr: str) -> None:
+    def __init__(self, stderr: str, returncode: int = 128) -> None:
         super().__init__(stderr)
         self.stderr = stderr
+        self.returncode = returncode
+
+
+# git's own words (exit status 128, "fatal") for a repository that does not exist, from git itself
+# (local paths, http 404) and from the hosting services (GitHub, GitLab). Anything else git could
+# not fetch says nothing of the student: "and the repository exists" in ssh's advice is not a match.
+_ABSENT = re.compile(r"does not appear to be a git repository|repository '[^']*' (does not exist|not found)"
+                     r"|\bRepository not found\b|project you were looking for could not be found"
+                     r"|returned error: 404", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -78,17 +89,35 @@ class Fetched:
 
 @dataclass(frozen=True)
 class NotSubmitted:
-    """Nothing to grade: the repository is unreachable or empty, or has no commit in time."""
+    """Nothing to grade: the repository or commit does not exist, the repository is empty, or has no commit in time."""
 
     reason: str
 
 
+@dataclass(frozen=True)
+class FetchFailed:
+    """The repository could not be fetched (no network, no answer in time, no access): nothing is known of it yet."""
+
+    reason: str
+
+
+def fetch_failure(source: str, error: Exception) -> NotSubmitted | FetchFailed:
+    """What a failed clone or fetch means: the repository is not there (git says so), or it could not be reached."""
+    message = f"{source}: {_git_message(error)}"
+    stderr = str(getattr(error, "stderr", "") or "")
+    returncode = getattr(error, "returncode", getattr(error, "status", None))
+    if returncode == 128 and _ABSENT.search(stderr):
+        return NotSubmitted(message)
+    return FetchFailed(message)
+
+
 def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
-                     timeout_s: float = FETCH_TIMEOUT_S) -> Fetched | NotSubmitted:
+                     timeout_s: float = FETCH_TIMEOUT_S) -> Fetched | NotSubmitted | FetchFailed:
     """Clone or update `source` (URL or path) into the cache and check out the commit the pin chooses.
 
     A plain folder (not a git repository) is graded as it is. A clone or fetch that takes longer
-    than `timeout_s` is killed and the student is not submitted, with the reason. Raises
+    than `timeout_s` is killed: FetchFailed, with the reason, as for any failure but a repository
+    git says does not exist (NotSubmitted). Raises
     SubmissionError for the instructor's mistakes (a roster commit or a pushed commit that the
     repository lacks).
     """
@@ -102,17 +131,17 @@ def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
             git.Repo(local)
         except git.InvalidGitRepositoryError:
             return Fetched(local.resolve(), None, None, None, "plain folder")
-        except git.GitError as error:
-            return NotSubmitted(f"{source}: {_git_message(error)}")
+        except (git.GitError, OSError) as error:  # there, but unreadable: nothing says it is not a submission
+            return FetchFailed(f"{source}: {_git_message(error)}")
         source = str(local.resolve())
     folder = cache_dir / f"{_slug(student)}-{hashlib.sha256(source.encode()).hexdigest()[:10]}"
     try:
         repo = _clone_or_fetch(source, folder, timeout_s)
     except FetchTimeout as error:
-        return NotSubmitted(f"{source}: fetching took longer than {error.seconds:g} s (the server did not answer "
-                            "in time; --fetch-timeout sets the limit), so it was stopped")
+        return FetchFailed(f"{source}: fetching took longer than {error.seconds:g} s (the server did not answer "
+                           "in time; --fetch-timeout sets the limit), so it was stopped")
     except (git.GitCommandError, GitFailed) as error:
-        return NotSubmitted(f"{source}: {_git_message(error)}")
+        return fetch_failure(source, error)
     ref = _default_branch(repo)
     if ref is None:
         return NotSubmitted(f"{source}: the repository has no commits")
@@ -195,7 +224,7 @@ def _git(arguments: list[str], cwd: Path, timeout_s: float) -> str:
         _kill_session(process)
         raise
     if process.returncode != 0:
-        raise GitFailed(stderr)
+        raise GitFailed(stderr, process.returncode)
     return stdout
 
 
@@ -273,8 +302,9 @@ class FetchStream:
                               checkout.commit, checkout.commit_time, checkout.dirty)
                     index += 1
                     continue
-                status, message = (SubmissionStatus.NOT_SUBMITTED, fetched.reason) \
-                    if isinstance(fetched, NotSubmitted) else (SubmissionStatus.ERROR, fetched)
+                status, message = (SubmissionStatus.NOT_SUBMITTED, fetched.reason) if isinstance(fetched, NotSubmitted) \
+                    else (SubmissionStatus.FETCH_FAILED, fetched.reason) if isinstance(fetched, FetchFailed) \
+                    else (SubmissionStatus.ERROR, fetched)
                 job = Job(-1, entry.student, Path(entry.repository), deadline)
                 if self.save is not None:
                     self.save(job, not_graded(self.assignment, self.options, status, message,
@@ -287,7 +317,7 @@ class FetchStream:
         jobs = sorted(self, key=lambda job: self.position[job.student])
         return [dataclasses.replace(job, index=i) for i, job in enumerate(jobs)]
 
-    def _fetch(self, entry: Entry) -> tuple[Entry, Fetched | NotSubmitted | str]:
+    def _fetch(self, entry: Entry) -> tuple[Entry, Fetched | NotSubmitted | FetchFailed | str]:
         with self._lock:
             self._in_flight[entry.student] = (entry.repository, time.monotonic())
         try:

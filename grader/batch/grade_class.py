@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
-from grader.batch.deadlines import Deadlines, Push
+from grader.batch.deadlines import CHOICE_WORDS, Deadlines, Push
 from grader.batch.fetch import FETCH_TIMEOUT_S, FetchStream
 from grader.batch.late import apply_late_policy
 from grader.batch.lock import BatchLock, cache_lock_path, clean_clone_cache, lock_path
@@ -30,7 +31,7 @@ from grader.errors import StoreError
 from grader.pipeline import Options
 from grader.results import Result
 from grader.spec import Assignment
-from grader.store import Store, plan_run
+from grader.store import FETCH_ATTEMPTS, Store, plan_run
 
 
 @dataclass(frozen=True)
@@ -109,16 +110,21 @@ def _grade_run(batch: ClassBatch, entries: list[Entry], rejected: int, store: St
         unknown = sorted(selection.only - set(roster))
         if unknown:
             console.print(f"[yellow]--only: not on the roster: {', '.join(unknown)}[/]", soft_wrap=True)
+    pins = {e.student: batch.deadlines.choice(e) for e in entries}
+    refetch = store.fetch_failures(assignment.name)  # before this run: whose fetch failed, how many times in a row
     plan = plan_run(store, assignment.name, roster, regrade=selection.regrade, only=set(selection.only) or None,
-                    failed=selection.failed, fresh=selection.new_run, command=batch.command)
+                    failed=selection.failed, fresh=selection.new_run, command=batch.command, pins=pins)
     for line in plan.notes:
         console.print(line, highlight=False, soft_wrap=True)
     todo = set(plan.students)
     skipped = len(roster) - len(todo)
+    again = sum(1 for s in todo if s in refetch)
     console.print(f"{assignment.name}: {len(roster)} student(s) on the roster; {len(todo)} to grade"
+                  + (f" ({again} again: their repository could not be fetched last time)" if again else "")
                   + (f", {skipped} already in {batch.store} (skipped; --regrade grades them again)"
                      if skipped and plan.run.mode == "new" else "")
                   + f" (run {plan.run.id})", highlight=False, soft_wrap=True)
+    _warn_other_choices(store, assignment.name, [s for s in roster if s not in todo], pins, batch.store, console)
     tally = Tally(console)
     save = _saver(store, assignment, plan.run.id, tally)
     selected = [e for e in entries if e.student in todo]
@@ -139,6 +145,7 @@ def _grade_run(batch: ClassBatch, entries: list[Entry], rejected: int, store: St
         store.finish_run(plan.run.id)
     tally.show_summary(summarise(store.latest(assignment.name), assignment.name, assignment.max_score, rejected),
                        batch.store)
+    _tell_fetch_failures(store.fetch_failures(assignment.name), roster, console)
     if batch.json_out:
         batch.json_out.write_text(json.dumps([r.to_dict() for r in store.latest(assignment.name)], indent=1) + "\n")
     return out
@@ -188,6 +195,43 @@ def show_status(store_path: Path, assignment: str, console: Console) -> None:
         if r.left:
             console.print(f"  left undone ({len(r.left)}): {', '.join(r.left)}", highlight=False, soft_wrap=True)
             console.print(f"  resume it with: {r.command}", highlight=False, soft_wrap=True, markup=False)
+
+
+NAMED = 10  # students a line names before it says "..."
+
+
+def _warn_other_choices(store: Store, assignment: str, kept: list[str], pins: dict[str, dict[str, str | None]],
+                        store_path: Path, console: Console) -> None:
+    """One warning where results this run keeps were graded at commits chosen otherwise than now."""
+    differ = store.graded_under_other_pins(assignment, kept, pins)
+    if not differ:
+        return
+    student, (then, now) = next(iter(differ.items()))
+    key = next(k for k in CHOICE_WORDS if then.get(k) != now.get(k))
+    names = ",".join(list(differ)[:NAMED]) + (",..." if len(differ) > NAMED else "")
+    words = (f"{len(differ)} of the {len(kept)} result(s) kept in {store_path} were graded under another choice of "
+             f"commit, so they keep the commits chosen then: e.g. {student}'s {CHOICE_WORDS[key]} was "
+             f"{then.get(key) or 'none'}, now {now.get(key) or 'none'}. --regrade grades everyone at the commits "
+             f"chosen now (--only {names}: those)")
+    console.print(f"[yellow]warning:[/] {escape(words)}", highlight=False, soft_wrap=True)
+
+
+def _tell_fetch_failures(failures: dict[str, int], roster: list[str], console: Console) -> None:
+    """Whose repository could not be fetched, and whether the next run tries it again."""
+    on_roster = [s for s in roster if s in failures]
+    if not on_roster:
+        return
+    retried = [s for s in on_roster if failures[s] < FETCH_ATTEMPTS]
+    given_up = [s for s in on_roster if failures[s] >= FETCH_ATTEMPTS]
+    if retried:
+        named = ", ".join(f"{s} attempt {failures[s]} of {FETCH_ATTEMPTS}" for s in retried[:NAMED])
+        console.print(f"fetch_failed: {len(retried)} repositor{'y' if len(retried) == 1 else 'ies'} could not be "
+                      f"fetched ({named}{', ...' if len(retried) > NAMED else ''}); the same command run again "
+                      "tries them again (and so does --failed)", highlight=False, soft_wrap=True, markup=False)
+    if given_up:
+        console.print(f"fetch_failed: {', '.join(given_up)}: could not be fetched {FETCH_ATTEMPTS} times in a row, "
+                      f"so plain runs and --failed no longer try; --only {','.join(given_up)} tries again",
+                      highlight=False, soft_wrap=True, markup=False)
 
 
 def _saver(store: Store, assignment: Assignment, run: int | None, tally: Tally) -> OnResult:

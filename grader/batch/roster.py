@@ -1,4 +1,4 @@
-"""The class roster: a CSV of student id, repository (URL or path), extension days and commit.
+"""The class roster: a CSV of student id, repository (URL or path), extension days, commit and submitted_at.
 
 A bad row is a problem named by its line; the rest of the roster is still graded.
 """
@@ -51,7 +51,7 @@ def read_roster(path: Path) -> tuple[list[Entry], list[Problem]]:
         raise SubmissionError(f"roster {path}: cannot be read ({error.strerror})") from None
     rows, unreadable = _rows(text)
     if not rows:
-        raise SubmissionError(f"roster {path}: no students (expected lines 'student,repository[,extension_days,commit]')")
+        raise SubmissionError(f"roster {path}: no students (expected lines 'student,repository[,extension_days,commit[,submitted_at]]')")
     columns = _header(rows[0][1])
     if columns is not None:
         rows = rows[1:]

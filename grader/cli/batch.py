@@ -28,11 +28,17 @@ from grader.errors import SubmissionError
 from grader.spec import load_assignment
 
 DEFAULT_STORE = Path("grades.sqlite")
+LATE_HELP = {"grace_days": "late days that cost nothing",
+             "penalty_per_day": "share of the max score taken per late day past the grace days",
+             "cap": "the most the penalty takes, as a share of the max score",
+             "max_late_days": "commits more than this many days late are not accepted (default: until the cap is "
+                              "reached)"}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("batch", help="grade a class from a roster into the results store (instructors)")
-    parser.add_argument("roster", type=Path, nargs="?", help="CSV: student,repository[,extension_days,commit]")
+    parser.add_argument("roster", type=Path, nargs="?", help="CSV: student,repository[,extension_days,commit[,submitted_at]] "
+                             "(see the README's 'The roster')")
     parser.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
     parser.add_argument("--deadline", default=None,
                         help="e.g. '2026-12-05 23:59 America/Chicago' (default: grade each repository's latest commit)")
@@ -41,11 +47,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "the deadline) or 'push-log FILE' (the last push at or before it)")
     parser.add_argument("--store", type=Path, default=DEFAULT_STORE, help=f"results store (default: ./{DEFAULT_STORE})")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--regrade", action="store_true", help="grade everyone again (default: resume, skipping "
-                                                               "students already in the store)")
+    which.add_argument("--regrade", action="store_true",
+                       help="grade everyone again, at the commits chosen now (default: resume, skipping students "
+                            "already in the store, but fetching again those whose repository could not be fetched)")
     which.add_argument("--only", default=None, help="comma-separated student ids to grade (again)")
     which.add_argument("--failed", action="store_true",
-                       help="grade again the students whose last result crashed, timed out, did not run, or errored")
+                       help="grade again the students whose last result crashed, timed out, did not run, errored, "
+                            "or whose repository could not be fetched (fetch_failed)")
     parser.add_argument("--new-run", action="store_true",
                         help="start a new run even where the same command left one unfinished (default: resume it)")
     parser.add_argument("--status", action="store_true",
@@ -60,17 +68,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--fetch-jobs", type=int, default=8, help="repositories cloned or fetched at once (default: 8)")
     parser.add_argument("--fetch-timeout", type=float, default=FETCH_TIMEOUT_S, metavar="SECONDS",
                         help=f"the most one repository's clone or fetch may take; past it the student is "
-                             f"not_submitted with the reason (default: {FETCH_TIMEOUT_S:g})")
+                             f"fetch_failed with the reason, and the next run tries again (default: {FETCH_TIMEOUT_S:g})")
     parser.add_argument("--repos-dir", type=Path, default=None,
                         help="clone cache (default: <cache-dir>/repos; on Slurm, a folder the nodes see)")
     parser.add_argument("--secret-file", type=Path, default=None,
                         help="file holding the secret seed (default: $KERNEL_GRADER_SECRET)")
     late = parser.add_argument_group("late policy (overrides the spec's [assignment.late])")
-    late.add_argument("--grace-days", type=float, default=None, help="late days that cost nothing")
-    late.add_argument("--penalty-per-day", type=float, default=None, help="fraction of the score per late day")
-    late.add_argument("--late-cap", type=float, default=None, help="the most the penalty takes, as a fraction")
-    late.add_argument("--max-late-days", type=float, default=None,
-                      help="commits later than this many days are not accepted (default: until the cap is reached)")
+    # The README's [assignment.late] example says each of these in the same words (a test compares them).
+    late.add_argument("--grace-days", type=float, default=None, help=LATE_HELP["grace_days"])
+    late.add_argument("--penalty-per-day", type=float, default=None, help=LATE_HELP["penalty_per_day"])
+    late.add_argument("--late-cap", type=float, default=None, help=LATE_HELP["cap"])
+    late.add_argument("--max-late-days", type=float, default=None, help=LATE_HELP["max_late_days"])
     slurm = parser.add_argument_group("slurm")
     slurm.add_argument("--shared-dir", type=Path, default=None,
                        help="folder the nodes share for task inputs, results and logs "

@@ -1,4 +1,9 @@
-"""`grader export gradescope|gradescope-results|junit|gradebook`: results where other systems read them."""
+"""`grader export gradescope|gradescope-results|junit|gradebook`: results where other systems read them.
+
+An export of one result file takes it the same way in each: `RESULT` or `--result RESULT` (both
+forms have always worked somewhere: `junit r.json`, `gradescope-results --result r.json`), and
+writes to `--out`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from grader.cases import read_secret
-from grader.cli.report import load_result, stored_results
+from grader.cli.report import add_result_argument, load_result, result_path, stored_results
 from grader.spec import load_assignment
 from grader.timing.table import read_table
 
@@ -18,7 +23,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("export", help="Gradescope autograder and results.json, JUnit XML, gradebook CSV")
     kinds = parser.add_subparsers(dest="export", required=True, metavar="KIND")
     zip_ = kinds.add_parser("gradescope", help="build the Gradescope autograder zip for an assignment")
-    zip_.add_argument("--assignment", "-a", required=True)
+    zip_.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
     zip_.add_argument("--out", type=Path, required=True, help="folder for autograder-<assignment>.zip")
     zip_.add_argument("--secret-file", type=Path, default=None,
                       help="secret seed to put in the zip (default: $KERNEL_GRADER_SECRET; none: hidden cases "
@@ -28,7 +33,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "`process` where the container allows no namespaces)")
     zip_.set_defaults(run=run_gradescope_zip)
     results = kinds.add_parser("gradescope-results", help="one result as Gradescope's results.json")
-    results.add_argument("--result", type=Path, required=True, help="a result written by `grader grade --json`")
+    add_result_argument(results, "a result written by `grader grade --json` (missing: grading failed, see --log)")
     results.add_argument("--out", type=Path, required=True, help="results.json to write")
     results.add_argument("--timing", type=Path, default=None,
                          help="a timing file written by `grader time --json`: its leaderboard value leads results.json's")
@@ -38,13 +43,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          help="a line above the summary, for staff and students (repeatable): how it was graded")
     results.set_defaults(run=run_gradescope_results)
     junit = kinds.add_parser("junit", help="one result as JUnit XML (one test case per kernel × case)")
-    junit.add_argument("result", type=Path, help="a result (`grade --json`) or a class's list (`batch --json`)")
-    junit.add_argument("--out", type=Path, required=True)
+    add_result_argument(junit, "a result (`grade --json`) or a class's list (`batch --json`)")
+    junit.add_argument("--out", type=Path, required=True, help="the JUnit XML file to write")
     junit.set_defaults(run=run_junit)
     book = kinds.add_parser("gradebook", help="a store's latest results as a gradebook CSV")
-    book.add_argument("--store", type=Path, required=True)
-    book.add_argument("--assignment", "-a", required=True)
-    book.add_argument("--out", type=Path, required=True)
+    book.add_argument("--store", type=Path, required=True, help="the results store (SQLite file) `grader batch` fills")
+    book.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
+    book.add_argument("--out", type=Path, required=True, help="the CSV file to write")
     book.set_defaults(run=run_gradebook)
 
 
@@ -65,9 +70,10 @@ def run_gradescope_zip(arguments: argparse.Namespace) -> int:
 def run_gradescope_results(arguments: argparse.Namespace) -> int:
     from grader.report import gradescope
 
-    if arguments.result.is_file():
+    path = result_path(arguments)
+    if path.is_file():
         speed = read_table(arguments.timing) if arguments.timing else None
-        document = gradescope.results_json(load_result(arguments.result), tuple(arguments.note), speed)
+        document = gradescope.results_json(load_result(path), tuple(arguments.note), speed)
     else:
         log = arguments.log.read_text(errors="replace") if arguments.log and arguments.log.is_file() else ""
         tail = "\n".join(log.strip().splitlines()[-30:])
@@ -83,7 +89,7 @@ def run_junit(arguments: argparse.Namespace) -> int:
     """One result (`grade --json`), or a class's list of them (`batch --json`)."""
     from grader.report import junit
 
-    results = load_results(arguments.result)
+    results = load_results(result_path(arguments))
     if isinstance(results, list):
         arguments.out.parent.mkdir(parents=True, exist_ok=True)
         arguments.out.write_text(junit.render_class(results), encoding="utf-8")

@@ -1,4 +1,8 @@
-"""`grader report html|markdown RESULT.json --out FILE` and `grader report dashboard --store FILE ...`."""
+"""`grader report html|markdown RESULT.json --out FILE` and `grader report dashboard --store FILE ...`.
+
+Every command that reads one result file takes it as `RESULT` or as `--result RESULT`, the same in
+`report` and `export`.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +21,31 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     kinds = parser.add_subparsers(dest="report", required=True, metavar="KIND")
     for kind, what in (("html", "one self-contained HTML file"), ("markdown", "Markdown (CI summaries)")):
         one = kinds.add_parser(kind, help=f"one result (a `--json` file) as {what}")
-        one.add_argument("result", type=Path, help="a result written by `grader grade/check --json`")
+        add_result_argument(one, "a result written by `grader grade/check --json`")
         one.add_argument("--out", type=Path, required=True, help="the file to write")
         one.set_defaults(run=run_one, kind=kind)
     dashboard = kinds.add_parser("dashboard", help="the class dashboard and every student's report, from a store")
     dashboard.add_argument("--store", type=Path, required=True, help="the results store (SQLite file)")
-    dashboard.add_argument("--assignment", "-a", required=True)
+    dashboard.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
     dashboard.add_argument("--out", type=Path, required=True, help="folder to write index.html and students/ into")
     dashboard.set_defaults(run=run_dashboard)
+
+
+def add_result_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """The result file a command reads: `RESULT` or `--result RESULT`, whichever the user is used to."""
+    parser.add_argument("result", type=Path, nargs="?", default=None, metavar="RESULT", help=f"{help} (or --result)")
+    parser.add_argument("--result", type=Path, default=None, dest="result_option", metavar="RESULT",
+                        help="the same as RESULT")
+
+
+def result_path(arguments: argparse.Namespace) -> Path:
+    """The one result file given, as RESULT or as --result."""
+    given = [p for p in (arguments.result, arguments.result_option) if p is not None]
+    if not given:
+        raise SubmissionError("give the result file: RESULT or --result RESULT")
+    if len(given) == 2 and given[0] != given[1]:
+        raise SubmissionError(f"two result files given ({given[0]} and --result {given[1]}); give one")
+    return given[0]
 
 
 def load_result(path: Path) -> Result:
@@ -52,7 +73,7 @@ def stored_results(store_path: Path, assignment: str) -> list[Result]:
 def run_one(arguments: argparse.Namespace) -> int:
     from grader.report import html, markdown
 
-    result = load_result(arguments.result)
+    result = load_result(result_path(arguments))
     (html if arguments.kind == "html" else markdown).write(result, arguments.out)
     Console().print(f"{arguments.kind} report written to {arguments.out}")
     return 0

@@ -139,6 +139,7 @@ def summarise(results: list[Result], assignment: str) -> dict:
     outcomes = collections.Counter(r.outcome for r in results)
     status_counts = [("graded", statuses[SubmissionStatus.GRADED]),
                      ("not submitted", statuses[SubmissionStatus.NOT_SUBMITTED]),
+                     ("fetch failed", statuses[SubmissionStatus.FETCH_FAILED]),
                      ("grader error", statuses[SubmissionStatus.ERROR]),
                      ("late", sum(1 for r in results if r.late and r.late.days_late > 0)),
                      ("compile errors", outcomes[Outcome.COMPILE_ERROR]), ("crashed", outcomes[Outcome.CRASHED]),

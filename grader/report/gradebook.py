@@ -2,7 +2,9 @@
 
 Columns: student_id, total, max_score, one `<kernel>` column per kernel, one `<variant>` column per
 optimization variant (its total, which its kernels' columns make up), late_days, late_penalty,
-raw_score, status, commit, graded_at. Plain UTF-8, comma-separated, a header row, numbers without
+raw_score, status (the submission's outcome word, as the batch summary and the dashboard count it:
+passed, failed, compile_error, crashed, timeout, not_submitted, fetch_failed, error), commit,
+graded_at. Plain UTF-8, comma-separated, a header row, numbers without
 units: the shape Canvas, Moodle and Blackboard imports take (map student_id to the LMS's id column).
 """
 
@@ -36,7 +38,7 @@ def render(results: list[Result]) -> str:
                "late_days": _points(result.late.days_late) if result.late else 0,
                "late_penalty": _points(result.late.points_deducted) if result.late else 0,
                "raw_score": _points(result.raw_score if result.raw_score is not None else result.score),
-               "status": result.status, "commit": result.submission.commit or "", "graded_at": result.graded_at}
+               "status": result.outcome, "commit": result.submission.commit or "", "graded_at": result.graded_at}
         scored = {k.name: _points(k.score) for k in result.kernels}
         scored.update({v.name: _points(v.score) for v in result.variants})
         row.update({name: scored.get(name, 0) for name in header if name not in row})

@@ -125,6 +125,8 @@ def _case_points(kernel: KernelResult) -> tuple[list[int], list[int]]:
 
 def _summary(result: Result) -> str:
     lines = [f"**{result.title}**", ""]
+    if not result.status.was_graded:  # nothing graded: its outcome word and why, as the batch summary says it
+        lines.append(f"Not graded ({str(result.outcome).replace('_', ' ')}): {result.message}")
     for kernel in result.kernels:
         public = [c for c in kernel.cases if c.public]
         passed = sum(c.passed for c in public)
