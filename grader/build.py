@@ -8,6 +8,7 @@ kernel is compiled, and how forbidden things are found in it, is its target's (`
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import functools
 import json
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.cache import content_key, publish_file
+from grader.errors import MachineError
 from grader.evidence import LibraryEvidence, evidence_of
 from grader.sandbox import Limits, Mounts, Sandbox
 from grader.sources import KernelSources, Sources, gather_sources
@@ -203,7 +205,7 @@ def _compile_in(sandbox: Sandbox, command: list[str], workdir: Path) -> tuple[Bu
             process = sandbox.start(command, cwd=workdir, mounts=Mounts(writable=workdir), limits=COMPILE_LIMITS,
                                     stdout=out, stderr=err, env=env)
         except OSError as error:
-            return BuildStatus.COMPILE_ERROR, f"cannot run {command[0]}: {error.strerror}"
+            return BuildStatus.COMPILE_ERROR, _cannot_run(command, error)
         try:
             returncode = process.wait(COMPILE_TIME_LIMIT_S)
         except subprocess.TimeoutExpired:
@@ -223,12 +225,19 @@ def _compile(command: list[str], workdir: Path) -> tuple[BuildStatus, str]:
     except subprocess.TimeoutExpired:
         return BuildStatus.COMPILE_ERROR, f"compilation took longer than {COMPILE_TIME_LIMIT_S} s and was stopped"
     except OSError as error:
-        return BuildStatus.COMPILE_ERROR, f"cannot run {command[0]}: {error.strerror}"
+        return BuildStatus.COMPILE_ERROR, _cannot_run(command, error)
     output = (completed.stderr + completed.stdout).strip()
     if completed.returncode != 0 or not (workdir / LIBRARY_FILE).is_file():
         return (BuildStatus.COMPILE_ERROR,
                 summarise_compiler_output(output) or f"{command[0]} exited with {completed.returncode}")
     return BuildStatus.BUILT, summarise_compiler_output(output)  # warnings, if any
+
+
+def _cannot_run(command: list[str], error: OSError) -> str:
+    """A compiler that is not there is a result; one the machine could not start now is not (nor cached)."""
+    if error.errno in (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE):
+        raise MachineError(f"cannot start {command[0]}: {error.strerror}", "resources") from error
+    return f"cannot run {command[0]}: {error.strerror}"
 
 
 def summarise_compiler_output(output: str) -> str:

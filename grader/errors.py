@@ -22,3 +22,18 @@ class GoldError(GraderError):
 
 class StoreError(GraderError):
     """The results store is unreadable, corrupt or from another schema version."""
+
+
+class MachineError(GraderError):
+    """The grading machine, not the submission, failed before any student code ran: no device, no harness.
+
+    `fault` says which, in one word (`grader.dispatch.faults.FaultKind`): a batch grades such a
+    submission again alone rather than charging it to the student.
+    """
+
+    def __init__(self, message: str, fault: str) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+    def __reduce__(self):  # raised in a run slot's process, re-raised in the coordinator's
+        return type(self), (str(self), self.fault)

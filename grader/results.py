@@ -162,6 +162,21 @@ class Late:
 
 
 @dataclass(frozen=True)
+class Retry:
+    """A stage of this grade that failed for the grading machine's reasons and was run again alone.
+
+    Beside other submissions the machine could not start a thread or a process, open its GPU, or
+    keep the grading process alive: not the student's doing, so nothing was recorded until the
+    stage had run again with no other submission beside it (`grader.dispatch.local`).
+    """
+
+    stage: str  # "build", "run" or "score"
+    fault: str  # one word (grader.dispatch.faults.FaultKind): "process_died", "thread", "device", "harness", "resources"
+    detail: str  # what the first attempt raised, in the grader's words
+    alone: bool = True  # the attempt that followed had no other submission beside it
+
+
+@dataclass(frozen=True)
 class Environment:
     """Where it was graded: every figure measured on this run."""
 
@@ -198,6 +213,7 @@ class Result:
     raw_score: float | None = None  # before the late penalty; `score` is after it
     late: Late | None = None
     variants: list[VariantResult] = field(default_factory=list)  # a pack's optimization variants, in its order
+    retries: list[Retry] = field(default_factory=list)  # stages run again alone after the machine failed them
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -230,8 +246,10 @@ class Result:
         ]
         late = Late(**data["late"]) if data.get("late") else None
         variants = [VariantResult(**v) for v in data.get("variants", [])]
+        retries = [Retry(**r) for r in data.get("retries", [])]
         return cls(**{**data, "kernels": kernels, "submission": Submission(**data["submission"]),
-                      "environment": Environment(**data["environment"]), "late": late, "variants": variants})
+                      "environment": Environment(**data["environment"]), "late": late, "variants": variants,
+                      "retries": retries})
 
     @classmethod
     def from_json(cls, text: str) -> Result:

@@ -15,7 +15,7 @@ import pytest
 
 import grader.dispatch.local as local
 from grader.dispatch import Job, executor_named
-from grader.dispatch.local import SHARED_RUN, LocalExecutor, SharedGpu, _run_pool
+from grader.dispatch.local import SHARED_RUN, LocalExecutor, SharedDevice, _run_pool
 from grader.dispatch.slurm import SlurmExecutor, time_limit_minutes
 from grader.pipeline import Options
 from grader.samples import compose, variants
@@ -63,7 +63,7 @@ def test_the_slots_share_the_cores_among_their_harnesses_unless_asked(monkeypatc
 
 
 def test_a_shared_gpu_marks_runs_beside_another_and_lets_a_run_alone_go_first() -> None:
-    gpu = SharedGpu()
+    gpu = SharedDevice()
     with gpu.shared() as first:
         with gpu.shared() as second:
             pass

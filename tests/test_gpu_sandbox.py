@@ -69,6 +69,11 @@ def test_gpu_attack_is_contained(name: str, backend: str, gpt2: Assignment, tmp_
         assert "case '" in by_name["gelu"].message
     if name == "attack-gelu-small-oob-write":
         assert "wrote out of bounds: 32 element(s) past the end of out" in by_name["gelu"].message
+    if name == "attack-static-constructor-segfault":  # not "out: never written": the store really runs
+        first = by_name["encoder"].cases[0]
+        assert first.while_loading and first.signal == "SIGSEGV", first.message
+        assert "crashed while its library was being loaded (segmentation fault in a static constructor)" \
+            in by_name["encoder"].message
 
 
 def test_memcheck_finds_the_read_past_the_end_and_deducts(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:

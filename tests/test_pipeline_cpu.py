@@ -59,6 +59,26 @@ def test_segfault_message_names_the_signal_and_the_case(flash: Assignment, tmp_p
     assert [c.status for c in kernel.cases] == ["crashed"] * len(kernel.cases)
 
 
+@pytest.mark.parametrize("name, signal, words", [
+    ("attack-static-constructor-segfault", "SIGSEGV", "segmentation fault in a static constructor"),
+    # abort() raises SIGABRT at itself: as PID 1 of its namespace (the unshare fallback execs the harness
+    # as its init) the kernel ignores it, and glibc falls back to an instruction that faults (SIGSEGV).
+    pytest.param("hostile-flash-static-constructor-crash", "SIGABRT", "abort in a static constructor",
+                 marks=pytest.mark.xfail(shutil.which("bwrap") is None, strict=True,
+                                         reason="the unshare fallback runs the harness as its PID namespace's init")),
+    ("hostile-flash-static-constructor-trap", "SIGILL", "illegal instruction in a static constructor"),
+])
+def test_a_crash_while_the_library_loads_says_so_with_its_signal(name: str, signal: str, words: str, flash: Assignment,
+                                                                 tmp_path: Path, cache_dir: Path) -> None:
+    variant = next(v for v in variants(flash) if v.name == name)
+    kernel = next(k for k in grade_variant(flash, variant, tmp_path, cache_dir).kernels if k.name == variant.kernel)
+    first = kernel.cases[0]
+    assert kernel.status == "crashed" and first.while_loading and first.signal == signal
+    assert f"crashed while its library was being loaded ({words})" in first.message
+    assert f"case '{first.name}': crashed while its library was being loaded ({words})" in kernel.message
+    assert "never written" not in kernel.message
+
+
 def test_infinite_loop_costs_only_its_kernel_and_is_stopped_at_the_limit(flash: Assignment, tmp_path: Path,
                                                                           cache_dir: Path) -> None:
     loop = next(v for v in variants(flash) if v.name == "hostile-flash-infinite-loop")

@@ -111,6 +111,30 @@ def test_a_harness_killed_by_a_signal_costs_its_case_and_names_the_signal(flash:
     assert outcomes[0].signal is None
 
 
+@pytest.mark.parametrize("signal, words", [("SIGSEGV", "segmentation fault"), ("SIGILL", "illegal instruction"),
+                                           ("SIGBUS", "bus error"), ("SIGFPE", "arithmetic error"),
+                                           ("SIGABRT", "abort")])
+def test_a_crash_while_loading_says_what_crashed_and_where_whatever_the_signal(
+        signal: str, words: str, flash: Assignment, tmp_path: Path) -> None:
+    calls = calls_of(flash, tmp_path)
+    outcomes: dict = {}
+    events = (new_event(Event.HELLO), new_event(Event.START, 0), new_event(Event.LOADING, 0))
+    record(ended(*events, reason=f"was killed by signal {signal}", signal=signal), None, calls, 0, 3, outcomes)
+    crashed = outcomes[0]
+    assert crashed.status == CallStatus.CRASHED and crashed.while_loading and crashed.signal == signal
+    assert crashed.message.startswith(f"crashed while its library was being loaded ({words} in a static constructor)")
+    assert f"killed by signal {signal}" in crashed.message
+
+
+def test_a_load_time_exit_without_a_signal_still_says_where(flash: Assignment, tmp_path: Path) -> None:
+    calls = calls_of(flash, tmp_path)
+    outcomes: dict = {}
+    events = (new_event(Event.HELLO), new_event(Event.START, 0), new_event(Event.LOADING, 0))
+    record(ended(*events, reason="exited with status 7"), None, calls, 0, 3, outcomes)
+    assert outcomes[0].message == ("crashed while its library was being loaded (in a static constructor or global "
+                                   "initialiser): the process exited with status 7")
+
+
 def test_a_device_error_costs_its_case_and_a_fresh_harness_takes_the_next(flash: Assignment, tmp_path: Path) -> None:
     calls = calls_of(flash, tmp_path)
     outcomes: dict = {}

@@ -23,6 +23,24 @@ from sandbox_fixtures import ATTACK_PORT, loopback_listener, backend, docker_rea
 
 ATTACKS = {v.name: v for v in variants(load_assignment("flash-attention-cpu")) if v.name.startswith("attack-")}
 SECRET = "correct-horse-battery-staple"
+# What the attacked kernel's message must say, attack by attack (beside the status its VARIANT.toml gives).
+ATTACK_WORDS: dict[str, tuple[str, ...]] = {
+    "attack-forge-progress": ("progress channel was tampered with",),
+    "attack-flood-progress": ("progress channel was tampered with",),
+    "attack-exit-mid-run": ("exited with status 0",),
+    "attack-out-of-bounds-write": ("SIGSEGV", "case 'one-row'"),
+    "attack-static-constructor-segfault": (
+        "SIGSEGV", "case 'one-row'",
+        "crashed while its library was being loaded (segmentation fault in a static constructor)"),
+    "attack-mutate-inputs": ("wrote into its input(s) Q",),
+    "attack-small-out-of-bounds-write": ("wrote out of bounds: 8 element(s) past the end of O",),
+    "attack-memory-hog": ("exceeded the memory limit (1 GiB)",),
+    "attack-host-memory-hog": ("exceeded the memory limit (1 GiB)",),
+    "attack-fill-private-tmp": ("filled its private /tmp (256 MiB)",),
+    "attack-flood-output-files": ("created more than 10000 files in its output folder",),
+    "attack-compiler-reads-shadow": ("/etc/shadow",),
+    "attack-fork-bomb": ("did not finish within 3 s",),
+}
 @pytest.fixture
 def host_listener():
     """A server on the host's 127.0.0.1:ATTACK_PORT recording every connection (none may arrive)."""
@@ -99,29 +117,14 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
             assert not path.exists(), path
         assert not any((cache_dir / "inputs").rglob("pwned")) and not (cache_dir / "pwned").exists()
         assert _inputs_digest(cache_dir) == inputs_before
-    if name in ("attack-forge-progress", "attack-flood-progress"):
-        assert "progress channel was tampered with" in attacked.message
+    for words in ATTACK_WORDS.get(name, ()):
+        assert words in attacked.message, (words, attacked.message)
     if name == "attack-fake-stdout":
         assert attacked.score == 0 and result.score == 2
-    if name == "attack-exit-mid-run":
-        assert "exited with status 0" in attacked.message
-    if name in ("attack-out-of-bounds-write", "attack-static-constructor-segfault"):
-        assert "SIGSEGV" in attacked.message and "case 'one-row'" in attacked.message
-    if name == "attack-mutate-inputs":
-        assert "wrote into its input(s) Q" in attacked.message
-    if name == "attack-small-out-of-bounds-write":
-        assert "wrote out of bounds: 8 element(s) past the end of O" in attacked.message
-    if name in ("attack-memory-hog", "attack-host-memory-hog"):
-        assert "exceeded the memory limit (1 GiB)" in attacked.message
     if name == "attack-fill-private-tmp":
-        assert "filled its private /tmp (256 MiB)" in attacked.message
         assert not Path("/tmp/kernel-grader-fill-attack").exists()
-    if name == "attack-flood-output-files":
-        assert "created more than 10000 files in its output folder" in attacked.message
     if name == "attack-compiler-reads-shadow":
-        assert "/etc/shadow" in attacked.message and "root:" not in attacked.message
-    if name == "attack-fork-bomb":
-        assert "did not finish within 3 s" in attacked.message
+        assert "root:" not in attacked.message
     if name == "attack-huge-stdout":  # 8 MiB a call, six calls: what is kept is the cap's, per stream
         assert len(attacked.log) <= 2 * 2 * (1 << 20), len(attacked.log)
 

@@ -30,16 +30,16 @@ import tempfile
 import threading
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from grader.dispatch import Job, OnResult, Running
+from grader.dispatch.faults import FAULT_WORDS, Fault, machine_fault
 from grader.errors import GraderError
 from grader.pipeline import (Built, Options, Ran, StageTimes, build_stage, execute_stage, not_graded, prepare_gold,
                              score_stage)
-from grader.results import Result, Submission
+from grader.results import Result, Retry, Submission
 from grader.runner.slots import HARNESSES_ENV, usable_cores
 from grader.spec import Assignment
 from grader.status import CallStatus, SubmissionStatus
@@ -108,104 +108,150 @@ class LocalExecutor:
         kernels = len(options.kernels) or len(assignment.kernels)
         build_options = dataclasses.replace(options, jobs=max(1, min(kernels, self.build_jobs)))
         building_at_once = max(1, -(-self.build_jobs // build_options.jobs))
-        finished: queue.Queue[tuple[Job, Result]] = queue.Queue()
-        ready: queue.Queue[tuple[Job, Built] | None] = queue.Queue()
+        on_gpu = target_of(assignment).needs_gpu
+        finished: queue.Queue[tuple[Job, Result] | None] = queue.Queue()
+        ready: queue.Queue[tuple[Job, Built | Failed] | None] = queue.Queue()
+        # One per GPU, shared by that GPU's slots; the C++ slots share the CPU's. A run again alone waits on it.
+        gates = {device: SharedDevice() for device in slots}
 
         def build(job: Job) -> None:
             try:
                 ready.put((job, build_stage(job.checkout, assignment, build_options)))
             except Exception as error:  # one submission's trouble never stops the class
-                finished.put((job, _error(assignment, options, job, _describe(error))))
+                failed = Failed.of("build", error)
+                if failed.fault is not None:  # built again by a run slot, alone
+                    ready.put((job, failed))
+                else:
+                    finished.put((job, _error(assignment, options, job, failed.message)))
 
-        def score(job: Job, ran: Ran, outputs: Path) -> None:
+        def score(job: Job, ran: Ran, outputs: Path, gate: SharedDevice, retries: tuple[Retry, ...]) -> None:
+            first: Failed | None = None
             try:
-                finished.put((job, score_stage(ran, assignment, options)))
+                try:
+                    result = score_stage(ran, assignment, options)
+                except Exception as error:
+                    first = Failed.of("score", error)
+                    if first.fault is None:
+                        raise
+                    with gate.alone():  # once the neighbour that took the machine's threads has ended
+                        result = score_stage(ran, assignment, options)
+                    retries += (first.retry(),)
+                finished.put((job, dataclasses.replace(result, retries=list(retries))))
             except Exception as error:
-                finished.put((job, _error(assignment, options, job, _describe(error))))
+                failed = Failed.of("score", error)
+                if first is not None and first.fault is not None:
+                    failed, retries = failed.alone(first), retries + (first.retry(),)
+                finished.put((job, _error(assignment, options, job, failed.message, retries)))
             finally:
                 shutil.rmtree(outputs, ignore_errors=True)
 
         gold_failed: list[str] = []
-        # One per GPU, shared by that GPU's slots; C++ runs share no device.
-        gpus = {device: SharedGpu() for device in slots} if target_of(assignment).needs_gpu else {}
 
         def run_slot(device: str | None) -> None:
-            pool = _run_pool(device)
-            gpu = gpus.get(device)
+            pool: ProcessPoolExecutor | None = None  # this slot's own; a broken one is replaced, never shared
+            gate = gates[device]
 
-            def execute(job: Job, built: Built, outputs: Path) -> Ran | Result:
+            def execute(job: Job, built: Built, outputs: Path) -> Ran | Failed:
                 nonlocal pool
                 limit = assignment.submission_time_limit_s or sum(k.budget_s for k in built.kernels)
                 with self._running_lock:
                     self._running[job.student] = (time.monotonic(), limit)
                 try:
+                    pool = pool or _run_pool(device)
                     # Shared with the other slots; a timing job (`grader time`) holds it alone.
                     with gpu_lock(exclusive=False, gpu=device) if device is not None else contextlib.nullcontext():
                         return pool.submit(execute_stage, built, assignment, options, outputs).result()
-                except BrokenProcessPool:
-                    pool = _run_pool(device)
-                    return _error(assignment, options, job, "the grading process for this submission died")
                 except Exception as error:
-                    return _error(assignment, options, job, _describe(error))
+                    failed = Failed.of("run", error)
+                    if failed.fault is not None and pool is not None:  # its process may be gone or half started
+                        pool.shutdown(wait=False, cancel_futures=True)
+                        pool = None
+                    return failed
                 finally:
                     with self._running_lock:
                         self._running.pop(job.student, None)
 
-            def done(job: Job, ran: Ran | Result, outputs: Path) -> None:
-                if isinstance(ran, Result):
+            def done(job: Job, ran: Ran | Failed, outputs: Path, retries: tuple[Retry, ...] = ()) -> None:
+                if isinstance(ran, Failed):
                     shutil.rmtree(outputs, ignore_errors=True)
-                    finished.put((job, ran))
+                    finished.put((job, _error(assignment, options, job, ran.message, retries)))
                 else:  # compare and score on the CPU: this slot's GPU takes the next submission now
-                    scorers.submit(score, job, ran, outputs)
+                    scorers.submit(score, job, ran, outputs, gate, retries)
 
-            # Crashes beside a neighbour, to confirm with the GPU to themselves. Not at once: waiting
-            # for the GPU to empty would hold every slot of it idle (behind a neighbour's time-out, a
-            # minute), so they wait until nothing is ready to run, or until there are too many.
-            unconfirmed: list[tuple[Job, Built, Ran, set[str], Path]] = []
+            # Runs to do again with the slot's GPU (or CPU) to itself: a crash beside a neighbour, to
+            # confirm; a stage the machine failed, to retry. Not at once: waiting for the GPU to empty
+            # would hold every slot of it idle (behind a neighbour's time-out, a minute), so they wait
+            # until nothing is ready to run, or until there are too many.
+            later: list[Confirm | Again] = []
 
-            def confirm_alone() -> None:
-                assert gpu is not None
-                while unconfirmed:
-                    job, built, first, crashed, outputs = unconfirmed.pop(0)
-                    with gpu.alone():
-                        again = execute(job, kernels_again(built, first, crashed), outputs)
-                    done(job, with_kernels_again(first, again, crashed) if isinstance(again, Ran) else again, outputs)
+            def run_alone() -> None:
+                while later:
+                    item = later.pop(0)
+                    with gate.alone():
+                        if isinstance(item, Confirm):
+                            again = execute(item.job, kernels_again(item.built, item.first, item.crashed), item.outputs)
+                            done(item.job, with_kernels_again(item.first, again, item.crashed)
+                                 if isinstance(again, Ran) else again.alone(), item.outputs)
+                            continue
+                        retries = (item.failed.retry(),)
+                        built = item.built
+                        if built is None:  # its build failed for the machine's reasons: built again, alone
+                            try:
+                                built = build_stage(item.job.checkout, assignment, build_options)
+                            except Exception as error:
+                                done(item.job, Failed.of("build", error).alone(item.failed), item.outputs, retries)
+                                continue
+                        _empty(item.outputs)  # what the failed attempt left
+                        ran = execute(item.job, built, item.outputs)
+                        done(item.job, ran.alone(item.failed) if isinstance(ran, Failed) else ran, item.outputs,
+                             retries)
+
+            def take(job: Job, built: Built | Failed) -> None:
+                if gold_failed:
+                    finished.put((job, _error(assignment, options, job, gold_failed[0])))
+                    return
+                outputs = Path(tempfile.mkdtemp(prefix="kg-outputs-"))
+                if isinstance(built, Failed):  # a build the machine failed
+                    later.append(Again(job, None, built, outputs))
+                    return
+                with gate.shared() as turn:
+                    ran = execute(job, built, outputs)
+                if isinstance(ran, Failed) and ran.fault is not None:
+                    later.append(Again(job, built, ran, outputs))  # not the student's: run again alone
+                elif on_gpu and turn.beside_another and isinstance(ran, Ran) and (crashed := crashed_kernels(ran)):
+                    # The neighbour may have caused them (the GPU's memory is shared): their runs alone count.
+                    later.append(Confirm(job, built, ran, crashed, outputs))
+                else:
+                    done(job, ran, outputs)
 
             try:
                 while True:
                     try:
-                        item = ready.get(timeout=IDLE_S if unconfirmed else None)
+                        item = ready.get(timeout=IDLE_S if later else None)
                     except queue.Empty:  # nothing ready to run: the GPU is free enough to run alone
-                        confirm_alone()
+                        run_alone()
                         continue
                     if item is None:
                         break
-                    job, built = item
-                    if gold_failed:
-                        finished.put((job, _error(assignment, options, job, gold_failed[0])))
-                        continue
-                    outputs = Path(tempfile.mkdtemp(prefix="kg-outputs-"))
-                    with gpu.shared() if gpu is not None else contextlib.nullcontext(Turn()) as turn:
-                        ran = execute(job, built, outputs)
-                    if gpu is not None and turn.beside_another and isinstance(ran, Ran) \
-                            and (crashed := crashed_kernels(ran)):
-                        # The neighbour may have caused them (the GPU's memory is shared): their runs alone count.
-                        unconfirmed.append((job, built, ran, crashed, outputs))
-                        if len(unconfirmed) >= UNCONFIRMED_LIMIT:  # each holds its outputs on disk
-                            confirm_alone()
-                        continue
-                    done(job, ran, outputs)
+                    try:
+                        take(*item)
+                        if len(later) >= UNCONFIRMED_LIMIT:  # each holds its outputs on disk
+                            run_alone()
+                    except Exception as error:  # never lose a job, nor this slot: the next one still runs
+                        finished.put((item[0], _error(assignment, options, item[0], Failed.of("run", error).message)))
             finally:
-                for *_, outputs in unconfirmed:  # the batch stopped before they could be confirmed
-                    shutil.rmtree(outputs, ignore_errors=True)
-                pool.shutdown(wait=True, cancel_futures=True)
+                for entry in later:  # the batch stopped before they could be run again
+                    shutil.rmtree(entry.outputs, ignore_errors=True)
+                if pool is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
 
+        # Every thread of the coordinator starts here, before any student code runs: one that cannot
+        # start later (a neighbour's fork bomb took the machine's processes) cannot lose a submission.
         # Builds are the work ahead: the runs, which hold a GPU, get the cores first (see _build_thread_init).
-        builders = ThreadPoolExecutor(max_workers=building_at_once, thread_name_prefix="kg-build",
-                                      initializer=_build_thread_init)
+        builders = Workers(building_at_once, "kg-build", _build_thread_init)
         # Apart from the builds, so that a run's outputs are compared as soon as it ends, not after
         # every build queued before it (each gpt2-m1 run leaves ~250 MB of outputs on disk until then).
-        scorers = ThreadPoolExecutor(max_workers=max(2, len(slots)), thread_name_prefix="kg-score")
+        scorers = Workers(max(2, len(slots)), "kg-score")
         fed: list[int] = []  # how many jobs came, once the stream has ended
         feed_error: list[BaseException] = []
 
@@ -222,15 +268,16 @@ class LocalExecutor:
                 finished.put(None)
 
         feeder = threading.Thread(target=feed, daemon=True, name="kg-feed")
-        feeder.start()
+        runners = [threading.Thread(target=run_slot, args=(device,), daemon=True, name=f"kg-slot-{i}")
+                   for i, device in enumerate(slots)]
         try:
-            prepare_gold(assignment, options)  # once, before any run: every score then reads the cache
-        except GraderError as error:
-            gold_failed.append(f"gold outputs could not be prepared: {error}")
-        runners = [threading.Thread(target=run_slot, args=(device,), daemon=True) for device in slots]
-        for runner in runners:
-            runner.start()
-        try:
+            feeder.start()
+            try:
+                prepare_gold(assignment, options)  # once, before any run: every score then reads the cache
+            except GraderError as error:
+                gold_failed.append(f"gold outputs could not be prepared: {error}")
+            for runner in runners:
+                runner.start()
             received = 0
             while not fed or received < fed[0]:
                 item = finished.get()
@@ -241,24 +288,109 @@ class LocalExecutor:
             if feed_error:
                 raise feed_error[0]
         finally:
-            for _ in runners:
+            for runner in runners:
                 ready.put(None)
             for runner in runners:
-                runner.join()
-            builders.shutdown(wait=True, cancel_futures=True)
-            scorers.shutdown(wait=True, cancel_futures=True)
+                if runner.is_alive():
+                    runner.join()
+            builders.shutdown()
+            scorers.shutdown()
         return 0
+
+
+class Workers:
+    """`count` threads started at once, taking work from one queue until shut down.
+
+    Unlike a ThreadPoolExecutor, which starts a thread when work comes, none starts later: under a
+    neighbour's fork bomb a thread that cannot start would leave its work queued for nobody.
+    """
+
+    def __init__(self, count: int, name: str, initializer: Callable[[], None] | None = None) -> None:
+        self._work: queue.Queue[tuple[Callable[..., None], tuple] | None] = queue.Queue()
+        self._initializer = initializer
+        self._threads = [threading.Thread(target=self._serve, daemon=True, name=f"{name}-{i}") for i in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, work: Callable[..., None], *arguments: object) -> None:
+        self._work.put((work, arguments))
+
+    def shutdown(self) -> None:
+        """Stop once the work queued so far is done."""
+        for _ in self._threads:
+            self._work.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def _serve(self) -> None:
+        if self._initializer is not None:
+            self._initializer()
+        while (item := self._work.get()) is not None:
+            work, arguments = item
+            try:
+                work(*arguments)
+            except Exception:  # the work says its own failures (an error result); the thread goes on
+                traceback.print_exc()
+
+
+@dataclasses.dataclass(frozen=True)
+class Failed:
+    """A stage of one submission's grade that raised: the machine's fault (run again alone), or the grader's."""
+
+    stage: str  # "build", "run" or "score"
+    fault: Fault | None  # None: a bug in the grader (or, for a GraderError, a mistake the instructor can fix)
+    message: str  # the result's message, should it be recorded as it is
+
+    @classmethod
+    def of(cls, stage: str, error: Exception) -> Failed:
+        fault = machine_fault(error)
+        if fault is not None:
+            return cls(stage, fault, _machine_failed(fault, alone=False))
+        return cls(stage, None, _describe(error))
+
+    def retry(self) -> Retry:
+        assert self.fault is not None
+        return Retry(self.stage, self.fault.kind, self.fault.detail)
+
+    def alone(self, first: Failed | None = None) -> Failed:
+        """This failure, of an attempt made alone (after `first`): recorded as it is, in words saying so."""
+        if self.fault is None:
+            return self
+        return dataclasses.replace(self, message=_machine_failed(self.fault, alone=True,
+                                                                 first=first.fault if first else None))
+
+
+@dataclasses.dataclass(frozen=True)
+class Confirm:
+    """Kernels that crashed beside another submission on the GPU, to run again with the GPU to themselves."""
+
+    job: Job
+    built: Built
+    first: Ran
+    crashed: set[str]
+    outputs: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Again:
+    """A submission whose build or run the machine failed, to grade again alone (`built` None: build it too)."""
+
+    job: Job
+    built: Built | None
+    failed: Failed
+    outputs: Path
 
 
 @dataclasses.dataclass
 class Turn:
-    """One submission's run on a GPU: whether another submission ran on that GPU at any time during it."""
+    """One submission's run on a device: whether another submission ran on it at any time during it."""
 
     beside_another: bool = False
 
 
-class SharedGpu:
-    """The run slots of one GPU: each runs beside the others (`shared`), or with the GPU to itself (`alone`).
+class SharedDevice:
+    """The run slots of one GPU (or of the CPU, for C++ packs): each runs beside the others (`shared`), or
+    with the device to itself (`alone`).
 
     A slot waiting to run alone goes first: new shared runs wait until it has run.
     """
@@ -393,12 +525,30 @@ def _run_slot_init(device: str | None) -> None:
 
 
 def _describe(error: Exception) -> str:
+    """A failure that is not the machine's: an instructor's mistake in its own words, else the grader's bug, said so."""
     if isinstance(error, GraderError):
         return str(error)
-    return f"the grader failed on this submission: {type(error).__name__}: {error}\n" + \
-        "".join(traceback.format_exception(error)[-3:])
+    return f"the grader failed on this submission (a bug in the grader, not in your code): " \
+           f"{type(error).__name__}: {error}\n" + "".join(traceback.format_exception(error)[-3:])
 
 
-def _error(assignment: Assignment, options: Options, job: Job, message: str) -> Result:
-    return not_graded(assignment, options, SubmissionStatus.ERROR, message,
-                      Submission(str(job.root), job.commit, job.commit_time, job.dirty))
+def _machine_failed(fault: Fault, alone: bool, first: Fault | None = None) -> str:
+    """The words of a result the machine failed: what it could not do, and that it was tried alone."""
+    if not alone:
+        return f"the grader failed on this submission (not in your code): the grading machine could not " \
+               f"{FAULT_WORDS[fault.kind]} beside other submissions: {fault.detail}"
+    before = f" (beside other submissions it could not {FAULT_WORDS[first.kind]}: {first.detail})" if first else ""
+    return f"the grader failed on this submission (a bug in the grader or its machine, not in your code): " \
+           f"graded again with nothing beside it, the machine could not {FAULT_WORDS[fault.kind]}: " \
+           f"{fault.detail}{before}"
+
+
+def _empty(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _error(assignment: Assignment, options: Options, job: Job, message: str, retries: tuple[Retry, ...] = ()) -> Result:
+    result = not_graded(assignment, options, SubmissionStatus.ERROR, message,
+                        Submission(str(job.root), job.commit, job.commit_time, job.dirty))
+    return dataclasses.replace(result, retries=list(retries))

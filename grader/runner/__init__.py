@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.errors import GraderError
+from grader.errors import MachineError
 from grader.protocol import Event, Ready, kind_of, message_of
 from grader.runner.events import CallOutcome, record, skip_rest
 from grader.runner.limits import Budget, limits_for, submission_budget, submission_time_limit
@@ -143,7 +143,11 @@ def _run_concurrently(run: _Run, calls: list[Call], groups: list[list[int]],
                        for f in (() if run.abandoned.is_set() else _follow_ups(then, calls, group, part))]
             return part, finished, chained
 
-        futures = [pool.submit(guarded, lambda g=group: kernel(g)) for group in groups]
+        try:
+            futures = [pool.submit(guarded, lambda g=group: kernel(g)) for group in groups]
+        except BaseException:  # a thread that could not start (the machine's fault): the queued start nothing
+            run.abandoned.set()
+            raise
         ran = [future.result() for future in futures]  # a kernel's error is raised here
         # A follow-up's error is raised here; past it nothing was abandoned, so every entry is whole.
         follow_ups = [[future.result() for future in entry[2]] if entry else [] for entry in ran]
@@ -232,7 +236,8 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
             if ready is None and ended.reason != BUDGET_SPENT and confirm:
                 alone = True  # no device beside the others (a neighbour took its memory): try alone
                 continue
-            _check_started(run.assignment, ended, ready)
+            # The kernel's own budget (not the submission's, which its other kernels spend too).
+            _check_started(run.assignment, ended, ready, first=not report.device and kernel_deadline <= run.deadline)
             device = Ready.read(ready or {})
             report.device = report.device or device.name
             report.start_seconds += max(0.0, (device.at or launched_at) - launched_at)
@@ -255,15 +260,21 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
     return report
 
 
-def _check_started(assignment: Assignment, ended: HarnessExit, ready: dict | None) -> None:
-    """A harness that never got a device is the grading machine's problem, not the student's: said once, plainly."""
+def _check_started(assignment: Assignment, ended: HarnessExit, ready: dict | None, first: bool) -> None:
+    """A harness that never got a device is the grading machine's problem, not the student's: said once, plainly.
+
+    No student code was loaded yet: a batch grades the submission again alone (`MachineError`).
+    Also where the kernel's budget ran out before its first harness reached the device (a machine
+    so loaded that Python did not start); a later harness's budget was spent by the kernel's own cases.
+    """
     unavailable = next((e for e in ended.events if kind_of(e) == Event.DEVICE_UNAVAILABLE), None)
     if unavailable is not None and ready is None:
-        raise GraderError(f"this machine cannot run {assignment.target} kernels: "
-                          f"{message_of(unavailable)[:LOG_TAIL]}")
-    if ready is None and ended.reason != BUDGET_SPENT:
-        # No student code was loaded yet.
-        raise GraderError(f"the harness could not start ({ended.reason}): {ended.log_tail or 'no output'}")
+        raise MachineError(f"this machine cannot run {assignment.target} kernels: "
+                           f"{message_of(unavailable)[:LOG_TAIL]}", "device")
+    if ready is None and (ended.reason != BUDGET_SPENT or first):
+        reason = "its time budget ran out before it reached the device" if ended.reason == BUDGET_SPENT \
+            else ended.reason
+        raise MachineError(f"the harness could not start ({reason}): {ended.log_tail or 'no output'}", "harness")
 
 
 def _record(run: _Run, kernel: Kernel, ended: HarnessExit, calls: list[Call], first: int, stop: int,

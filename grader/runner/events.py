@@ -20,6 +20,12 @@ from grader.sandbox import LimitKind
 from grader.status import CallStatus
 
 
+# What a signal that ended a harness of itself means, in the words a student searches for.
+SIGNAL_WORDS = {"SIGSEGV": "segmentation fault", "SIGBUS": "bus error", "SIGILL": "illegal instruction",
+                "SIGFPE": "arithmetic error", "SIGABRT": "abort",
+                "SIGTRAP": "trap"}
+
+
 @dataclass(frozen=True)
 class CallOutcome:
     kernel: str
@@ -127,14 +133,25 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
                                        limit=limit)
         return failed + 1
     tail = ended.log_tail
-    where = "while its library was being loaded (in a static constructor or global initialiser)" if loading \
-        else "during this case"
+    message = crashed_while_loading(ended) if loading else f"the process {ended.reason} during this case"
     outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.CRASHED,
-                                   f"the process {ended.reason} {where}" + (f"\n{tail}" if tail else ""),
+                                   message + (f"\n{tail}" if tail else ""),
                                    while_loading=loading, limit=ended.limit, signal=ended.signal)
     if loading:  # every case loads the same library: it would crash the same way
         return skip_rest_of_kernel(failed, calls, outcomes, "not run: the kernel's library crashed while loading")
     return failed + 1
+
+
+def crashed_while_loading(ended: HarnessExit) -> str:
+    """A harness that died between `loading` and `loaded`, in a student's words: what went wrong, and where.
+
+    "crashed while its library was being loaded (segmentation fault in a static constructor): the
+    process was killed by signal SIGSEGV". A limit that killed it (memory, processes) is said by
+    its reason instead of the signal the watchdog sent.
+    """
+    what = SIGNAL_WORDS.get(ended.signal or "") if ended.limit is None else None
+    where = f"{what} in a static constructor" if what else "in a static constructor or global initialiser"
+    return f"crashed while its library was being loaded ({where}): the process {ended.reason}"
 
 
 def _next_seal(call: Call, sealed: list[Sealed]) -> str | None:
