@@ -27,6 +27,7 @@ TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new proces
 # OUTPUT_BACKSTOP_S (another process deleting files on the same disk could hide the growth).
 OUTPUT_SCAN_INTERVAL_S = 0.1
 OUTPUT_BACKSTOP_S = 0.5
+CAP_RECHECK_S = 0.05  # a tree at its process cap is walked again this soon: still there, the run is ended
 PSS_INTERVAL_S = 0.1  # how often a tree whose summed RSS is over the limit is re-measured by PSS
 OPEN_FILES_BUDGET_S = 0.05  # a walk's share of reading the tree's open files and mappings (see _scan_open_files)
 KILL_ROUNDS = 100  # a fork bomb forks while it is killed: kill what is left until nothing is
@@ -128,6 +129,8 @@ class Watchdog:
                 reason = self._scan_tree()
                 if self._stop.is_set():
                     return
+                if self._at_cap:  # at the cap: the next walk says whether it stays there
+                    next_tree = min(next_tree, time.monotonic() + CAP_RECHECK_S)
             if self.root is not None:
                 self._find_tmpfs()  # each time: the sandbox mounts its tmpfs while it starts
             reason = reason or self._check_memory() or self._check_tmpfs()
