@@ -248,3 +248,53 @@ def test_docker_gpu_request_without_the_nvidia_runtime_says_so(tmp_path: Path, d
         sandbox_named("docker").start(["python3", "-c", "pass"], cwd=writable, mounts=Mounts(writable=writable, gpu=True),
                                       limits=Limits(), stdout=tmp_path / "o", stderr=tmp_path / "e", env={})
     assert {c.id for c in docker_client().containers.list(all=True, filters=ours)} <= before  # the refused one is removed
+
+
+def test_the_process_backend_as_root_runs_as_its_own_uid_and_cannot_read_the_gold_or_the_secret(
+        tmp_path: Path) -> None:
+    """No namespaces: the code still leaves root, and what the grader keeps root's alone stays unreadable."""
+    from grader.cache import gold_root
+
+    if os.geteuid() != 0:
+        pytest.skip("the process backend leaves the grader's user only as root")
+    gold = gold_root(tmp_path / "cache") / "entry"
+    gold.mkdir(mode=0o755)
+    (gold / "out.npy").write_text("gold")
+    secret = tmp_path / "secret"
+    secret.write_text("s3cr3t")
+    secret.chmod(0o600)
+    readonly = tmp_path / "inputs"
+    readonly.mkdir()
+    (readonly / "Q.npy").write_text("input")
+    probe = ("import os, sys\nprint('uid', os.getuid())\nfor path in sys.argv[1:]:\n    try:\n"
+             "        print('read', path, open(path).read())\n    except OSError as error:\n"
+             "        print('refused', path, error.errno)")
+    sandbox = sandbox_named("process")
+    code, out, err = run_in(sandbox, probe, str(gold / "out.npy"), str(secret), str(readonly / "Q.npy"),
+                            tmp_path=tmp_path, read_only=(readonly,))
+    assert code == 0, err
+    assert runs_as_its_own_uid(out), out
+    assert f"refused {gold / 'out.npy'} 13" in out and f"refused {secret} 13" in out
+    assert f"read {readonly / 'Q.npy'} input" in out
+    assert any(e.startswith(f"runs as uid {sandbox_uid(out)} ") for e in sandbox.enforced())
+    assert "network: not isolated" in sandbox.enforced()
+
+
+def test_with_the_gpu_the_sandbox_sees_sys_but_not_the_runner_s_interfaces(tmp_path: Path) -> None:
+    """/sys goes in for the GPU (read-only), /sys/class/net under an empty tmpfs: the namespace has only lo."""
+    sandbox = NamespaceSandbox()
+    if sandbox._launcher() is None:
+        pytest.skip("the local sandbox needs bubblewrap, or root with util-linux unshare")
+    writable = tmp_path / "writable"
+    writable.mkdir()
+    probe = "import os\nprint(sorted(os.listdir('/sys/class'))[:3], os.listdir('/sys/class/net'))"
+    process = sandbox.start([sys.executable, "-c", probe], cwd=writable, mounts=Mounts(writable=writable, gpu=True),
+                            limits=Limits(), stdout=tmp_path / "o", stderr=tmp_path / "e",
+                            env={"PATH": "/usr/bin:/bin"})
+    try:
+        assert process.wait(60) == 0, (tmp_path / "e").read_text()
+    finally:
+        process.kill()
+    classes, interfaces = (tmp_path / "o").read_text().rsplit("] ", 1)
+    assert classes != "[" and interfaces.strip() == "[]", (tmp_path / "o").read_text()
+    assert os.listdir("/sys/class/net")  # the runner has interfaces: they are hidden, not absent
