@@ -15,7 +15,7 @@ import stat
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -78,7 +78,7 @@ def plan_limits(limits: Limits, cgroup: Cgroup | None, writable: Path | None, wa
     if limits.cpu_seconds:
         rlimits.append((resource.RLIMIT_CPU, limits.cpu_seconds))
     applied: list[str] = []
-    bounds: dict[str, int] = {}
+    bounds: dict[str, int | Path | None] = {}
     if cgroup is not None:
         applied += cgroup.enforced()
     elif limits.memory_bytes:
@@ -90,19 +90,18 @@ def plan_limits(limits: Limits, cgroup: Cgroup | None, writable: Path | None, wa
         applied.append(f"memory {in_mib(limits.memory_bytes)} ({how}; no cgroup)")
     else:
         applied.append("memory: no limit")
-    pids_cgroup = None
     if limits.processes:
         applied.append(f"processes/threads {limits.processes} ({process_bound_words(cgroup, own_uid, uid)})")
         if own_uid or os.getuid() != 0:
             # The kernel counts the tasks of the real uid: a sandbox's own as root, the grader's user's otherwise.
             rlimits.append((resource.RLIMIT_NPROC, limits.processes))
-        if cgroup is not None or own_uid:
-            bounds["tasks"] = limits.processes  # the run is ended at the cap: a fork bomb spins there
-            pids_cgroup = cgroup.pids_folder if cgroup is not None else None
-        elif os.getuid() == 0:
-            bounds["tasks"] = limits.processes  # nothing else bounds them: the tree is killed past the cap
+        if cgroup is not None or os.getuid() == 0:
+            # At the cap a fork fails and a fork bomb spins: the watchdog ends the run there (or past it,
+            # where no kernel bound holds it). It counts what the cap counts.
+            bounds["tasks"] = limits.processes
+            bounds["pids_cgroup"] = cgroup.pids_folder if cgroup is not None else None
+            bounds["tasks_uid"] = uid if cgroup is None else None
     watch = watch_for(limits, writable, watch_tmpfs, **bounds)
-    watch = replace(watch, tasks_uid=uid if pids_cgroup is None else None, pids_cgroup=pids_cgroup)
     applied += [*watch.describe(), *rlimit_words(limits), "clean environment (no secrets)"]
     return LimitPlan(tuple(rlimits), watch, tuple(applied))
 
