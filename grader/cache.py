@@ -38,6 +38,16 @@ def is_complete(folder: Path) -> bool:
     return (folder / COMPLETE).is_file()
 
 
+def gold_root(cache_dir: Path) -> Path:
+    """The cache's gold folder, the grader's user's alone (0700): code that runs as another user (the
+    `process` sandbox as root) can read what any user may, and must not read the gold."""
+    folder = cache_dir / "gold"
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.stat().st_mode & 0o077:
+        os.chmod(folder, 0o700)
+    return folder
+
+
 def new_entry(final: Path, mode: int = 0o755) -> Path:
     """An empty staging folder for the entry `final` (readable by the sandbox's unprivileged user)."""
     staging = staging_path(final)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.build import Artifact, build_submission
-from grader.cache import content_key, is_complete, new_entry, publish_file, publish_folder, staging_path
+from grader.cache import content_key, gold_root, is_complete, new_entry, publish_file, publish_folder, staging_path
 from grader.errors import GoldError, SpecError
 from grader.cases import load_inputs
 from grader.protocol import never_written
@@ -78,7 +78,7 @@ def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path
     truth = None
     gold = {}
     for kernel, case, inputs in selection:
-        folder = cache_dir / "gold" / content_key("numpy", version, kernel.base, inputs.name)
+        folder = gold_root(cache_dir) / content_key("numpy", version, kernel.base, inputs.name)
         if not is_complete(folder):
             truth = truth or assignment.numpy_reference()
             outputs = _call_numpy_reference(assignment, truth, kernel, case, inputs)
@@ -114,7 +114,7 @@ def _call_numpy_reference(assignment: Assignment, truth, kernel: Kernel, case: C
 
 def _gold_folder(cache_dir: Path, artifact: Artifact, inputs: Path) -> Path:
     assert artifact.library is not None
-    return cache_dir / "gold" / content_key("reference", artifact.library.parent.name, inputs.name)
+    return gold_root(cache_dir) / content_key("reference", artifact.library.parent.name, inputs.name)
 
 
 def _compute(assignment: Assignment, missing: list[tuple[Kernel, Case, Path]], artifacts: dict[str, Artifact],

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from grader.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_BYTES, POISON_BITS, BufferArgument, Ended,
-                             EndStatus, Event, Plan, PlannedCall, Ready, event_line)
+                             EndStatus, Event, Plan, PlannedCall, Ready, event_line, network_seen)
 
 if TYPE_CHECKING:
     from grader.targets import Device
@@ -202,7 +202,7 @@ def announced_device(plan: Plan, progress: Progress) -> Device | None:
     except Exception as error:  # no driver, no GPU: the machine's problem, said once and plainly
         progress.emit(Event.DEVICE_UNAVAILABLE, message=f"{type(error).__name__}: {error}")
         return None
-    progress.emit(Event.DEVICE, **Ready(device.name, time.time(), device.free_bytes()).fields())
+    progress.emit(Event.DEVICE, **Ready(device.name, time.time(), device.free_bytes(), network_seen()).fields())
     return device
 
 

@@ -279,12 +279,45 @@ def message_of(event: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class Network:
+    """The network as the harness sees it from its own namespace, before any student code runs."""
+
+    interfaces: tuple[str, ...]  # socket.if_nameindex()'s names
+    routes: int  # routes in /proc/net/route (0: nowhere to send a packet but loopback)
+
+    def words(self) -> str:
+        """For the enforcement record: "network: loopback only, seen from inside the harness: lo"."""
+        seen = ", ".join(self.interfaces) or "no interface"
+        if set(self.interfaces) <= {"lo"} and self.routes == 0:
+            return f"network: loopback only, seen from inside the harness: {seen}"
+        return f"network: not isolated, seen from inside the harness: {seen}; {self.routes} route(s)"
+
+
+def network_seen() -> Network:
+    """What this process sees of the network (the harness's own view, for `Ready`)."""
+    import socket
+
+    try:
+        interfaces = tuple(sorted(name for _, name in socket.if_nameindex()))
+    except OSError:
+        interfaces = ()
+    try:
+        with open("/proc/net/route") as table:
+            routes = sum(1 for line in table.readlines()[1:] if line.strip())
+    except OSError:
+        routes = 0
+    return Network(interfaces, routes)
+
+
+@dataclass(frozen=True)
 class Ready:
-    """The `device` event's fields: the device a harness found, when, and how much of its memory was free."""
+    """The `device` event's fields: the device a harness found, when, how much of its memory was free,
+    and the network it sees (None: a harness that did not say)."""
 
     name: str
     at: float | None
     free_bytes: int | None
+    network: Network | None = None
 
     def fields(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,7 +325,12 @@ class Ready:
     @classmethod
     def read(cls, event: dict[str, Any]) -> Ready:
         free = event.get("free_bytes")
-        return cls(str(event.get("name", "")), number(event.get("at")), free if isinstance(free, int) else None)
+        seen = event.get("network")
+        network = None
+        if isinstance(seen, dict) and isinstance(seen.get("routes"), int):
+            network = Network(strings(seen.get("interfaces")), seen["routes"])
+        return cls(str(event.get("name", "")), number(event.get("at")), free if isinstance(free, int) else None,
+                   network)
 
 
 @dataclass(frozen=True)

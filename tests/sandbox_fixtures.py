@@ -71,14 +71,23 @@ def docker_ready() -> None:
         pytest.skip(f"the docker sandbox can't run here: {reason}")
 
 
+def is_sandbox_uid(uid: int) -> bool:
+    """A uid student code runs as: one of the sandbox range (as root), or nobody (docker)."""
+    from grader.sandbox import NOBODY
+    from grader.sandbox.uids import uid_range
+
+    uids = uid_range()
+    return uid == NOBODY or uids.first <= uid <= uids.last
+
+
 def sandbox_processes(marker: str) -> list[str]:
-    """Processes of the sandbox's user (nobody) still alive whose command line holds `marker`."""
+    """Processes of a sandbox's user (a uid of the range, or nobody) still alive whose command line holds `marker`."""
     alive = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if entry.stat().st_uid == 65534:
+            if is_sandbox_uid(entry.stat().st_uid):
                 command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 if marker in command:
                     alive.append(f"{entry.name}: {command}")

@@ -139,3 +139,23 @@ def test_a_kernel_holding_the_card_fails_alone_and_the_next_harness_finds_it_fre
     assert len(report.free_bytes_at_start) == 3
     first = report.free_bytes_at_start[0]
     assert all(free > first - (1 << 30) for free in report.free_bytes_at_start[1:]), report.free_bytes_at_start
+
+
+def test_cuda_harnesses_run_as_a_uid_of_their_own_under_its_process_cap(gpt2: Assignment, tmp_path: Path,
+                                                                        cache_dir: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root without cgroups (the GPU runners' path): each CUDA harness, compute-sanitizer's too, leaves root
+    for a uid of the sandbox range, still opens the card (/dev/nvidia* are bound as they are: 0666), and
+    says what bounds its processes and what network it sees."""
+    if os.geteuid() != 0:
+        pytest.skip("sandbox uids are handed out by a grader running as root")
+    monkeypatch.setenv("KERNEL_GRADER_NO_CGROUPS", "1")
+    sanitizer = sanitizer_binary() is not None
+    result = grade_variant(gpt2, None, tmp_path, cache_dir, sanitizer=sanitizer, kernels=("gelu", "residual"))
+    for kernel in result.kernels:
+        assert kernel.status == "passed" and kernel.score == kernel.max_score, (kernel.name, kernel.message)
+        assert kernel.sanitizer == [], (kernel.name, kernel.sanitizer)
+    enforced = result.environment.sandbox_enforced
+    assert any(line.startswith("runs as uid ") and "this sandbox's alone" in line for line in enforced), enforced
+    assert any(line.startswith("processes/threads ") and "RLIMIT_NPROC of uid " in line for line in enforced), enforced
+    assert "network: loopback only, seen from inside the harness: lo" in enforced

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -10,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from grader.errors import GraderError
-from grader.sandbox import Limits, Mounts, sandbox_named
+from grader.sandbox import NOBODY, Limits, Mounts, sandbox_named
 from grader.sandbox.docker import docker_client
 from grader.sandbox.local import LocalSandbox as NamespaceSandbox
+from grader.sandbox.uids import uid_range
 
 from sandbox_fixtures import loopback_listener, backend, docker_ready, sandbox_processes, settled  # noqa: F401  (fixtures)
 
@@ -61,7 +63,19 @@ def listener():
         yield listening
 
 
-def test_code_inside_sees_only_loopback_its_mounts_and_runs_as_nobody(backend: str, tmp_path: Path, listener) -> None:
+def sandbox_uid(out: str) -> int:
+    """The uid the probe printed."""
+    return int(next(line for line in out.splitlines() if line.startswith("uid ")).split()[1])
+
+
+def runs_as_its_own_uid(out: str) -> bool:
+    """As root, a uid of the sandbox range (uids.py), never root or nobody."""
+    uids = uid_range()
+    return uids.first <= sandbox_uid(out) <= uids.last
+
+
+def test_code_inside_sees_only_loopback_its_mounts_and_runs_as_an_unprivileged_uid(backend: str, tmp_path: Path,
+                                                                                  listener) -> None:
     port, accepted = listener
     readonly = tmp_path / "inputs"
     readonly.mkdir()
@@ -69,7 +83,10 @@ def test_code_inside_sees_only_loopback_its_mounts_and_runs_as_nobody(backend: s
     code, out, err = run_in(sandbox_named(backend), PROBE, str(port), str(readonly / "Q.npy"),
                             str(tmp_path / "writable" / "out.npy"), "/etc/pwned", tmp_path=tmp_path, read_only=(readonly,))
     assert code == 0, err
-    assert "uid 65534" in out
+    if backend == "docker":  # the container's pids limit is its own: it keeps nobody
+        assert sandbox_uid(out) == NOBODY
+    elif os.geteuid() == 0:
+        assert runs_as_its_own_uid(out), out
     assert "routes 0" in out and "interfaces ['lo']" in out
     assert "shadow False" in out and "root-cache False" in out
     assert "loopback connected" not in out and not accepted
@@ -123,7 +140,8 @@ def test_memory_limit_kills_and_says_so(backend: str, tmp_path: Path) -> None:
 def test_namespace_sandbox_says_what_it_enforced() -> None:
     enforced = NamespaceSandbox().enforced()
     assert any("network namespace" in e for e in enforced)
-    assert any("nobody" in e for e in enforced)
+    if os.geteuid() == 0:
+        assert any(e.startswith(f"runs as a uid of its own from {uid_range()}") for e in enforced), enforced
     from grader.sandbox.cgroups import Cgroup
 
     probe = Cgroup.create(Limits())
@@ -133,7 +151,8 @@ def test_namespace_sandbox_says_what_it_enforced() -> None:
     probe.remove()
     # Where a cgroup can be made (root, as on this project's CI: cgroup v1), the limits are real, and the result says so.
     assert any(e.startswith(f"memory 8192 MiB (cgroup v{probe.version}") for e in enforced)
-    assert f"processes/threads 512 (cgroup v{probe.version})" in enforced
+    assert f"processes/threads 512 (cgroup v{probe.version} pids.max; also RLIMIT_NPROC of a uid of its own from " \
+           f"{uid_range()}, this sandbox's own; the run is ended at the limit)" in enforced
 
 
 @pytest.mark.parametrize("launcher", ["bwrap", "unshare"])
@@ -151,7 +170,7 @@ def test_only_the_python_packages_the_caller_names_are_importable(launcher: str,
     (site / "kg_probe_package").mkdir(parents=True)
     (site / "kg_probe_package" / "__init__.py").write_text("")
     for folder in (tmp_path, site, site / "kg_probe_package"):
-        folder.chmod(0o755)  # nobody reads it inside
+        folder.chmod(0o755)  # the sandbox's uid reads it inside
     monkeypatch.syspath_prepend(str(site))  # where the grader's own import of it would find it
     probe = "try:\n    import kg_probe_package\n    print('imported')\nexcept ImportError:\n    print('missing')"
     seen = {}
@@ -192,7 +211,7 @@ def test_without_bubblewrap_root_gets_the_same_isolation_from_unshare(tmp_path: 
     code, out, err = run_in(sandbox, PROBE, str(port), str(readonly / "Q.npy"), str(tmp_path / "writable" / "out.npy"),
                             tmp_path=tmp_path, read_only=(readonly,))
     assert code == 0, err
-    assert "uid 65534" in out and "routes 0" in out and "shadow False" in out and "root-cache False" in out
+    assert runs_as_its_own_uid(out) and "routes 0" in out and "shadow False" in out and "root-cache False" in out
     assert "loopback 111" in out and not accepted
     assert f"refused {readonly / 'Q.npy'}" in out and f"wrote {tmp_path / 'writable' / 'out.npy'}" in out
 
@@ -227,3 +246,53 @@ def test_docker_gpu_request_without_the_nvidia_runtime_says_so(tmp_path: Path, d
         sandbox_named("docker").start(["python3", "-c", "pass"], cwd=writable, mounts=Mounts(writable=writable, gpu=True),
                                       limits=Limits(), stdout=tmp_path / "o", stderr=tmp_path / "e", env={})
     assert {c.id for c in docker_client().containers.list(all=True, filters=ours)} <= before  # the refused one is removed
+
+
+def test_the_process_backend_as_root_runs_as_its_own_uid_and_cannot_read_the_gold_or_the_secret(
+        tmp_path: Path) -> None:
+    """No namespaces: the code still leaves root, and what the grader keeps root's alone stays unreadable."""
+    from grader.cache import gold_root
+
+    if os.geteuid() != 0:
+        pytest.skip("the process backend leaves the grader's user only as root")
+    gold = gold_root(tmp_path / "cache") / "entry"
+    gold.mkdir(mode=0o755)
+    (gold / "out.npy").write_text("gold")
+    secret = tmp_path / "secret"
+    secret.write_text("s3cr3t")
+    secret.chmod(0o600)
+    readonly = tmp_path / "inputs"
+    readonly.mkdir()
+    (readonly / "Q.npy").write_text("input")
+    probe = ("import os, sys\nprint('uid', os.getuid())\nfor path in sys.argv[1:]:\n    try:\n"
+             "        print('read', path, open(path).read())\n    except OSError as error:\n"
+             "        print('refused', path, error.errno)")
+    sandbox = sandbox_named("process")
+    code, out, err = run_in(sandbox, probe, str(gold / "out.npy"), str(secret), str(readonly / "Q.npy"),
+                            tmp_path=tmp_path, read_only=(readonly,))
+    assert code == 0, err
+    assert runs_as_its_own_uid(out), out
+    assert f"refused {gold / 'out.npy'} 13" in out and f"refused {secret} 13" in out
+    assert f"read {readonly / 'Q.npy'} input" in out
+    assert any(e.startswith(f"runs as uid {sandbox_uid(out)} ") for e in sandbox.enforced())
+    assert "network: not isolated" in sandbox.enforced()
+
+
+def test_with_the_gpu_the_sandbox_sees_sys_but_not_the_runner_s_interfaces(tmp_path: Path) -> None:
+    """/sys goes in for the GPU (read-only), /sys/class/net under an empty tmpfs: the namespace has only lo."""
+    sandbox = NamespaceSandbox()
+    if sandbox._launcher() is None:
+        pytest.skip("the local sandbox needs bubblewrap, or root with util-linux unshare")
+    writable = tmp_path / "writable"
+    writable.mkdir()
+    probe = "import os\nprint(sorted(os.listdir('/sys/class'))[:3], os.listdir('/sys/class/net'))"
+    process = sandbox.start([sys.executable, "-c", probe], cwd=writable, mounts=Mounts(writable=writable, gpu=True),
+                            limits=Limits(), stdout=tmp_path / "o", stderr=tmp_path / "e",
+                            env={"PATH": "/usr/bin:/bin"})
+    try:
+        assert process.wait(60) == 0, (tmp_path / "e").read_text()
+    finally:
+        process.kill()
+    classes, interfaces = (tmp_path / "o").read_text().rsplit("] ", 1)
+    assert classes != "[" and interfaces.strip() == "[]", (tmp_path / "o").read_text()
+    assert os.listdir("/sys/class/net")  # the runner has interfaces: they are hidden, not absent

@@ -39,7 +39,7 @@ ATTACK_WORDS: dict[str, tuple[str, ...]] = {
     "attack-fill-private-tmp": ("filled its private /tmp (256 MiB)",),
     "attack-flood-output-files": ("created more than 10000 files in its output folder",),
     "attack-compiler-reads-shadow": ("/etc/shadow",),
-    "attack-fork-bomb": ("did not finish within 3 s",),
+    "attack-fork-bomb": ("reached the process/thread limit (64)",),
 }
 @pytest.fixture
 def host_listener():
@@ -111,6 +111,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
     assert settled(lambda: orphaned_harnesses(run_folders)) == []  # this test's own harnesses only
     if name == "attack-network":
         assert host_listener == []
+        # Said from the harness's own namespace, before the student's code ran.
+        assert "network: loopback only, seen from inside the harness: lo" in result.environment.sandbox_enforced
     if name == "attack-write-outside":
         for path in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
                      Path("/etc/pwned")):
@@ -125,6 +127,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
         assert not Path("/tmp/kernel-grader-fill-attack").exists()
     if name == "attack-compiler-reads-shadow":
         assert "root:" not in attacked.message
+    if name == "attack-fork-bomb":  # ended at its cap, not by its time limit
+        assert "did not finish within" not in attacked.message
     if name == "attack-huge-stdout":  # 8 MiB a call, six calls: what is kept is the cap's, per stream
         assert len(attacked.log) <= 2 * 2 * (1 << 20), len(attacked.log)
 
@@ -139,7 +143,7 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
 def test_the_limit_that_ended_a_run_is_named_and_hinted(name: str, cgroups: bool, limit: str, hint: str,
                                                         flash: Assignment, tmp_path: Path, cache_dir: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cgroup's pids.max makes a fork bomb spin to its time limit, the watchdog kills it: the same fact, hint."""
+    """A fork bomb at its cap (a cgroup's pids.max, or its uid's RLIMIT_NPROC) is ended there: the same fact, hint."""
     from grader.report.hints import case_hints
 
     if not cgroups:

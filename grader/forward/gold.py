@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.cache import content_key, is_complete, new_entry, publish_folder
+from grader.cache import content_key, gold_root, is_complete, new_entry, publish_folder
 from grader.forward.compose import gold_of_step, next_tokens, put, view
 from grader.forward.inputs import PARAMETERS_FILE, TOKENS_FILE
 from grader.forward.layout import Step, activation_tensors, total
@@ -40,7 +40,7 @@ def forward_gold(assignment: Assignment, steps: tuple[Step, ...], inputs: Path, 
     f = assignment.forward
     assert f is not None
     layout = json.dumps([[s.plan.kernel, [repr(a) for a in s.plan.arguments]] for s in steps])
-    folder = cache_dir / "gold" / content_key("forward", inputs.name, layout, f"{f.prompt_length}:{f.generate}")
+    folder = gold_root(cache_dir) / content_key("forward", inputs.name, layout, f"{f.prompt_length}:{f.generate}")
     if not is_complete(folder):
         _compute(assignment, f, steps, inputs, folder)
     facts = json.loads((folder / FACTS_FILE).read_text())

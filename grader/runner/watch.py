@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import grader
-from grader.protocol import Event, index_of, kind_of, new_event, parse_event
+from grader.protocol import Event, Ready, index_of, kind_of, new_event, parse_event
 from grader.runner.plan import Call
 from grader.sandbox import LimitKind, Limits, Mounts, Process, Sandbox
 from grader.targets import Target
@@ -83,6 +83,11 @@ class Session:
         finally:
             # Also after a normal exit: whatever the code left running in the background goes now.
             process.kill()
+        # The network as the harness saw it from its own namespace, before any student code ran.
+        ready = next((e for e in events if kind_of(e) == Event.DEVICE), None)
+        network = Ready.read(ready).network if ready is not None else None
+        if network is not None:
+            self.applied = (*self.applied, network.words())
         return HarnessExit(tuple(events), reason, timed_out_index, self.limit, self.limit_message, self.signal,
                            self.log_tail())
 

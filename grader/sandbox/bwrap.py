@@ -10,6 +10,7 @@ from grader.sandbox.namespaces import Bind, Layout, Link, NamespaceSandbox
 NAMESPACES = ("--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
               "--unshare-net", "--unshare-cgroup-try", "--hostname", "sandbox")
 BIND_OPTIONS = {"ro": "--ro-bind", "rw": "--bind", "dev": "--dev-bind"}
+HIDING_TMPFS_BYTES = 4096  # the empty tmpfs over a hidden folder
 
 
 class BwrapSandbox(NamespaceSandbox):
@@ -43,6 +44,9 @@ class BwrapSandbox(NamespaceSandbox):
         folders.made |= {"/proc", "/dev", *(tmpfs.path for tmpfs in layout.tmpfs)}
         for bind in layout.binds:
             args += folders.mount(bind)
+        for folder in layout.hidden:
+            args += ["--perms", "0555", *(["--size", str(HIDING_TMPFS_BYTES)] if sized else []), "--tmpfs", folder,
+                     "--remount-ro", folder]
         return [*args, "--chdir", layout.cwd]
 
 

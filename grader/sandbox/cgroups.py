@@ -79,6 +79,11 @@ class Cgroup:
             return cls([folder], 2, limits)
         return None
 
+    @property
+    def pids_folder(self) -> Path:
+        """The group that counts its tasks (pids.current, pids.max)."""
+        return self.folders[1] if self.version == 1 else self.folders[0]
+
     def attach_self(self) -> None:
         """Move the calling process into the group (run in the child before exec)."""
         for folder in self.folders:
@@ -120,8 +125,7 @@ class Cgroup:
 
     def processes_exhausted(self) -> bool:
         try:
-            folder = self.folders[1] if self.version == 1 else self.folders[0]
-            events = (folder / "pids.events").read_text().split()
+            events = (self.pids_folder / "pids.events").read_text().split()
             return int(events[events.index("max") + 1]) > 0
         except (OSError, ValueError, IndexError):
             return False
@@ -138,11 +142,24 @@ class Cgroup:
                     time.sleep(0.01)
 
     def enforced(self) -> list[str]:
-        out = []
-        if self.limits.memory_bytes:
-            swap_bounded = self.version == 2 or (self.folders[0] / "memory.memsw.limit_in_bytes").exists()
-            swap = ", swap off" if swap_bounded else ""
-            out.append(f"memory {in_mib(self.limits.memory_bytes)} (cgroup v{self.version}{swap})")
-        if self.limits.processes:
-            out.append(f"processes/threads {self.limits.processes} (cgroup v{self.version})")
-        return out
+        """The memory limit it holds, in words (the process limit's words are the backend's: it adds more)."""
+        if not self.limits.memory_bytes:
+            return []
+        swap_bounded = self.version == 2 or (self.folders[0] / "memory.memsw.limit_in_bytes").exists()
+        swap = ", swap off" if swap_bounded else ""
+        return [f"memory {in_mib(self.limits.memory_bytes)} (cgroup v{self.version}{swap})"]
+
+
+def pids_cgroup_of(pid: int) -> Path | None:
+    """The pids cgroup a process is in, as this machine mounts it (a container's: its pids limit's counter)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        folder = ROOT / "pids" / path.lstrip("/") if "pids" in controllers.split(",") else \
+            ROOT / path.lstrip("/") if controllers == "" else None
+        if folder is not None and (folder / "pids.current").exists():
+            return folder
+    return None

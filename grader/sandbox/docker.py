@@ -2,11 +2,15 @@
 
 No network (`network_mode="none"`), a read-only root with a bounded tmpfs /tmp and /dev/shm, an
 init process, every capability dropped, no-new-privileges, nobody as the user, pids/memory/CPU
-limits (the container's cgroup), the paths the runner names bind-mounted at the same place
+limits (the container's cgroup, whose pids counter the watchdog reads where the daemon is local), the paths the runner names bind-mounted at the same place
 (read-only but for the one writable folder, which the watchdog bounds), and the GPU by a device
 request when the assignment needs one. Each start records what it applied; `enforced()` reports it.
 The image is `ci/Dockerfile` (`$KERNEL_GRADER_IMAGE`, default `kernel-grader:local`); the daemon is
 `$DOCKER_HOST`, else the one `ci/setup/docker.sh` starts, else the default socket.
+
+The code runs as nobody, not as a uid of its own (uids.py): the container's pids limit is a bound of
+its own cgroup, per sandbox already, and the daemon, perhaps another machine's, knows nothing of
+this machine's uid leases.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from pathlib import Path
 
 from grader.errors import GraderError
 from grader.sandbox import HARNESS_PACKAGE, NOBODY, LimitHit, Limits, Mounts, in_mib, size_in_words
-from grader.sandbox.host import give_to_nobody, make_readable, rlimit_words, watch_for
+from grader.sandbox.cgroups import pids_cgroup_of
+from grader.sandbox.host import give_to, make_readable, rlimit_words, watch_for
 from grader.sandbox.streams import CappedLog, drain_chunks
 from grader.sandbox.watchdog import Watch, WatchedProcess, Watchdog
 
@@ -137,7 +142,7 @@ class DockerSandbox:
                 make_readable(path)
         if mounts.writable is not None:
             if os.geteuid() == 0:
-                give_to_nobody(mounts.writable)
+                give_to(mounts.writable, NOBODY, NOBODY)
             else:  # the container's nobody must write into a folder the grader's own user owns
                 for root, dirs, _ in os.walk(mounts.writable):
                     os.chmod(root, 0o777)
@@ -180,7 +185,7 @@ class DockerSandbox:
                                   f"or grade with --sandbox local; Docker said: {error.explanation or error}") from None
             raise GraderError(f"the docker sandbox could not start a container: {error}") from None
         pid = _local_pid(container)
-        watch = _watch(limits, mounts, tmpfs=pid is not None)
+        watch = _watch(limits, mounts, tmpfs=pid is not None, pids=pids_cgroup_of(pid) if pid is not None else None)
         process = DockerProcess(container, threads, limits, self._record(limits, mounts, watch), watch, pid)
         self._applied = process.applied
         return process
@@ -194,7 +199,8 @@ class DockerSandbox:
                    f"runs as nobody ({NOBODY}), all capabilities dropped, no-new-privileges", "init process"]
         applied.append(f"memory {in_mib(limits.memory_bytes)} (cgroup), swap off" if limits.memory_bytes
                        else "memory: no limit")
-        applied.append(f"processes/threads {limits.processes} (pids limit)" if limits.processes
+        ended = "; the run is ended at the limit" if watch is not None and watch.pids_cgroup is not None else ""
+        applied.append(f"processes/threads {limits.processes} (the container's pids limit{ended})" if limits.processes
                        else "processes/threads: no limit")
         if limits.cpus:
             applied.append(f"CPU share {limits.cpus:g} cores")
@@ -214,9 +220,16 @@ class DockerSandbox:
         return self._record(limits, mounts, _watch(limits, mounts, tmpfs=False))
 
 
-def _watch(limits: Limits, mounts: Mounts, tmpfs: bool) -> Watch | None:
-    """The watchdog's bounds, where there is anything the container's cgroup leaves unbounded."""
-    return watch_for(limits, mounts.writable, tmpfs) if mounts.writable is not None or tmpfs else None
+def _watch(limits: Limits, mounts: Mounts, tmpfs: bool, pids: Path | None = None) -> Watch | None:
+    """The watchdog's bounds, where there is anything the container's cgroup leaves unbounded.
+
+    `pids`: the container's pids cgroup, as this machine mounts it: a fork bomb at its limit spins
+    there, and the watchdog ends the run that stays at it.
+    """
+    if mounts.writable is None and not tmpfs and pids is None:
+        return None
+    caps = {"tasks": limits.processes, "pids_cgroup": pids} if pids is not None and limits.processes else {}
+    return watch_for(limits, mounts.writable, tmpfs, **caps)
 
 
 def _local_pid(container) -> int | None:

@@ -7,6 +7,7 @@ a start returns (`HostProcess`); and the rights the sandbox's user needs on the 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import signal
@@ -18,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.sandbox import NOBODY, LimitHit, Limits, in_mib, size_in_words
+from grader.sandbox import LimitHit, Limits, in_mib, size_in_words
 from grader.sandbox.cgroups import Cgroup
 from grader.sandbox.streams import CappedLog, drain
+from grader.sandbox.uids import UidLease, uid_range
 from grader.sandbox.watchdog import Watch, WatchedProcess, Watchdog, kill_tree
 
 # RLIMIT_DATA sits this far above the memory limit: the watchdog kills at the limit and says so;
@@ -48,7 +50,7 @@ def data_limit(limits: Limits) -> int:
     return memory + max(DATA_HEADROOM, memory // 4)
 
 
-def watch_for(limits: Limits, writable: Path | None, tmpfs: bool, **bounds: int) -> Watch:
+def watch_for(limits: Limits, writable: Path | None, tmpfs: bool, **bounds: int | Path | None) -> Watch:
     """The watchdog's bounds: the writable folder (if any), the private tmpfs (if watched), and `bounds`."""
     output = {"output": writable, "output_bytes": limits.output_bytes, "output_files": limits.output_files}
     tmp = {"tmpfs_bytes": limits.tmp_bytes, "tmpfs_inodes": limits.tmp_inodes}
@@ -64,14 +66,19 @@ def rlimit_words(limits: Limits) -> list[str]:
     return [*words, f"stdout/stderr capped at {size_in_words(limits.log_bytes)} each"]
 
 
-def plan_limits(limits: Limits, cgroup: Cgroup | None, writable: Path | None, watch_tmpfs: bool) -> LimitPlan:
-    """The limits every backend of this machine applies, and their record (the isolation is the backend's to add)."""
+def plan_limits(limits: Limits, cgroup: Cgroup | None, writable: Path | None, watch_tmpfs: bool,
+                own_uid: bool = False, uid: int | None = None) -> LimitPlan:
+    """The limits every backend of this machine applies, and their record (the isolation is the backend's to add).
+
+    `own_uid`: the code runs as a uid of its own (a lease of uids.py, as root): `uid`, or None where
+    the record describes a start to come.
+    """
     rlimits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, limits.open_files),
                (resource.RLIMIT_FSIZE, limits.file_size_bytes)]
     if limits.cpu_seconds:
         rlimits.append((resource.RLIMIT_CPU, limits.cpu_seconds))
     applied: list[str] = []
-    bounds: dict[str, int] = {}
+    bounds: dict[str, int | Path | None] = {}
     if cgroup is not None:
         applied += cgroup.enforced()
     elif limits.memory_bytes:
@@ -84,18 +91,32 @@ def plan_limits(limits: Limits, cgroup: Cgroup | None, writable: Path | None, wa
     else:
         applied.append("memory: no limit")
     if limits.processes:
-        if os.getuid() != 0:
-            # Counted per user (the grader's own processes too), in the sandbox's user namespace.
+        applied.append(f"processes/threads {limits.processes} ({process_bound_words(cgroup, own_uid, uid)})")
+        if own_uid or os.getuid() != 0:
+            # The kernel counts the tasks of the real uid: a sandbox's own as root, the grader's user's otherwise.
             rlimits.append((resource.RLIMIT_NPROC, limits.processes))
-            if cgroup is None:
-                applied.append(f"processes/threads {limits.processes} (RLIMIT_NPROC, counted per user)")
-        elif cgroup is None:
-            # Not RLIMIT_NPROC as root: every sandbox runs as nobody, and would share that count.
+        if cgroup is not None or os.getuid() == 0:
+            # At the cap a fork fails and a fork bomb spins: the watchdog ends the run there (or past it,
+            # where no kernel bound holds it). It counts what the cap counts.
             bounds["tasks"] = limits.processes
-            applied.append(f"processes/threads {limits.processes} (watchdog: the tree is killed past it)")
+            bounds["pids_cgroup"] = cgroup.pids_folder if cgroup is not None else None
+            bounds["tasks_uid"] = uid if cgroup is None else None
     watch = watch_for(limits, writable, watch_tmpfs, **bounds)
     applied += [*watch.describe(), *rlimit_words(limits), "clean environment (no secrets)"]
     return LimitPlan(tuple(rlimits), watch, tuple(applied))
+
+
+def process_bound_words(cgroup: Cgroup | None, own_uid: bool, uid: int | None) -> str:
+    """How the process/thread limit holds, in words for the record."""
+    user = f"uid {uid}" if uid is not None else f"a uid of its own from {uid_range()}"
+    if cgroup is not None:
+        also = f"; also RLIMIT_NPROC of {user}, this sandbox's own" if own_uid else ""
+        return f"cgroup v{cgroup.version} pids.max{also}; the run is ended at the limit"
+    if own_uid:
+        return f"RLIMIT_NPROC of {user}, this sandbox's own; watchdog as a second line"
+    if os.getuid() != 0:
+        return "RLIMIT_NPROC, counted per user: the grader's own processes count too"
+    return "watchdog: the tree is killed past it"
 
 
 def spawn(command: list[str], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path, limits: Limits,
@@ -113,8 +134,9 @@ class HostProcess(WatchedProcess):
 
     def __init__(self, popen: subprocess.Popen, threads: list[threading.Thread], applied: tuple[str, ...],
                  cgroup: Cgroup | None = None, reaped: bool = False, watch: Watch | None = None,
-                 session: int | None = None) -> None:
+                 session: int | None = None, lease: UidLease | None = None) -> None:
         self._popen = popen
+        self._lease = lease  # the sandbox's uid, freed (and what is left of it killed) by `kill`
         self._threads = threads
         self._cgroup = cgroup
         self._reaped = reaped  # a namespace's init reports a child killed by signal N as status 128 + N
@@ -172,6 +194,8 @@ class HostProcess(WatchedProcess):
             thread.join(timeout=5)
         if self._cgroup is not None:
             self._cgroup.remove()
+        if self._lease is not None:
+            self._lease.release()
 
     def _bound_hit(self) -> LimitHit | None:
         if self._cgroup is None:
@@ -185,7 +209,7 @@ class HostProcess(WatchedProcess):
 
 
 def make_readable(path: Path) -> None:
-    """Let nobody read a path it is given read-only (a umask of 077 would hide the runner's own files)."""
+    """Let the sandbox's user read a path it is given read-only (a umask of 077 would hide the runner's own files)."""
     for root, dirs, files in os.walk(path) if path.is_dir() else [(str(path.parent), [], [path.name])]:
         if path.is_dir():
             mode = os.stat(root).st_mode
@@ -198,9 +222,31 @@ def make_readable(path: Path) -> None:
                 os.chmod(full, stat.S_IMODE(mode) | 0o004)
 
 
-def give_to_nobody(folder: Path) -> None:
+def give_to(folder: Path, uid: int, gid: int) -> None:
     """The writable folder (and what the runner put in it) belongs to the sandbox's user."""
     for root, dirs, files in os.walk(folder):
-        os.chown(root, NOBODY, NOBODY)
+        os.chown(root, uid, gid)
         for name in files:
-            os.chown(os.path.join(root, name), NOBODY, NOBODY)
+            os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
+
+
+def make_searchable(path: Path) -> None:
+    """Let any user pass through the folders above `path` (search, o+x), never list them: for a backend
+    without a mount namespace, whose unprivileged code must reach the paths it is given where they are."""
+    for folder in reversed(path.parents):
+        mode = os.stat(folder).st_mode
+        if not mode & 0o001:
+            os.chmod(folder, stat.S_IMODE(mode) | 0o001)
+
+
+def drop_to(uid: int, gid: int) -> None:
+    """Become `uid`:`gid` with no supplementary groups, no capabilities and no_new_privs (in the child, as root)."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)  # from root to another uid: every capability goes (no SECBIT_KEEP_CAPS)
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        os._exit(126)
+
+
+PR_SET_NO_NEW_PRIVS = 38
+_libc = ctypes.CDLL(None, use_errno=True)

@@ -4,8 +4,8 @@
 
 Runs as root, first in the new namespaces: bounds the new IPC namespace's SysV memory, builds a
 root of tmpfs with the layout's binds (read-only but for the writable ones), a fresh /proc, a
-minimal /dev, every tmpfs bounded in bytes and inodes (they are RAM), brings up the loopback
-interface, chroots into it and execs COMMAND (which drops to nobody with setpriv). It imports
+minimal /dev, every tmpfs bounded in bytes and inodes (they are RAM), an empty read-only tmpfs over
+each hidden folder, brings up the loopback interface, chroots into it and execs COMMAND (which drops to the sandbox's uid with setpriv). It imports
 nothing of the grader's: it runs as `python -I` on the file.
 """
 
@@ -88,6 +88,9 @@ def main(argv: list[str]) -> int:
             _bind(source, NEW_ROOT + source, True)
     for source in spec["writable"]:
         _bind(source, NEW_ROOT + source, False)
+    for folder in spec.get("hidden", ()):  # an empty read-only tmpfs over what the sandbox must not see
+        if os.path.isdir(NEW_ROOT + folder):
+            _mount("tmpfs", NEW_ROOT + folder, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0555,size=4096,nr_inodes=16")
     _loopback_up()
     os.chroot(NEW_ROOT)
     os.chdir(spec["cwd"])

@@ -3,7 +3,8 @@
 Inside: only loopback (a network namespace with no route out), a private /tmp, /dev/shm and /run,
 its own PID, IPC and UTS namespaces; the system's /usr, the Python the grader runs on, the Python
 packages the caller names and the paths the runner names, read-only; one writable folder. With
-the GPU requested, /dev/nvidia* and /sys are passed through. As root the code runs as nobody.
+the GPU requested, /dev/nvidia* and /sys are passed through (/sys/class/net hidden). As root the code
+runs as a uid of its own (uids.py), whose RLIMIT_NPROC is the process limit.
 When a run ends, its PID namespace and cgroup are killed.
 
 `layout_for` says what the sandbox holds (`Layout`); bubblewrap (`bwrap.py`) and util-linux
@@ -22,9 +23,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from grader.sandbox import HARNESS_PACKAGE, NOBODY, Limits, Mounts, in_mib
+from grader.sandbox import HARNESS_PACKAGE, Limits, Mounts, in_mib
 from grader.sandbox.cgroups import Cgroup
-from grader.sandbox.host import HostProcess, LimitPlan, give_to_nobody, make_readable, plan_limits, spawn
+from grader.sandbox.host import HostProcess, LimitPlan, give_to, make_readable, plan_limits, spawn
+from grader.sandbox.uids import lease_uid, uid_range
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What the dynamic loader, Python and compilers read from /etc; never shadow, sudoers or keys.
@@ -71,6 +73,7 @@ class Layout:
     cwd: str
     inodes: int  # each private tmpfs's inodes
     sysctls: tuple[tuple[str, int], ...]  # the IPC namespace's SysV bounds: a detached segment is in no RSS
+    hidden: tuple[str, ...] = ()  # folders of a bind covered by an empty read-only tmpfs, after the binds
 
 
 def layout_for(cwd: Path, mounts: Mounts, limits: Limits) -> Layout:
@@ -82,6 +85,7 @@ def layout_for(cwd: Path, mounts: Mounts, limits: Limits) -> Layout:
         elif os.path.isdir(folder):
             system.append(Bind(folder, "ro"))
     system += [Bind(f"/etc/{name}", "ro") for name in ETC_FILES if os.path.exists(f"/etc/{name}")]
+    hidden: list[str] = []
     tmpfs = (Tmpfs("/dev/shm", limits.tmp_bytes, "1777"), Tmpfs("/tmp", limits.tmp_bytes, "1777"),
              Tmpfs("/run", min(limits.tmp_bytes, RUN_TMPFS_BYTES), "0755"))
     binds = [Bind(str(root), "ro") for root in package_roots(mounts.python_packages)]
@@ -90,6 +94,7 @@ def layout_for(cwd: Path, mounts: Mounts, limits: Limits) -> Layout:
     if mounts.gpu:
         binds += [Bind(device, "dev") for device in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*"))]
         binds.append(Bind("/sys", "ro"))
+        hidden.append("/sys/class/net")  # the runner's interfaces: not the sandbox's (its namespace has only lo)
         # The persistence daemon's socket lives under /run, which is private here: without it every
         # harness may initialise the GPU from scratch, which takes seconds on a large card.
         if os.path.isdir("/run/nvidia-persistenced"):
@@ -101,7 +106,7 @@ def layout_for(cwd: Path, mounts: Mounts, limits: Limits) -> Layout:
         binds.append(Bind(str(mounts.writable), "rw"))
     sysctls = (("shmmax", limits.tmp_bytes), ("shmall", max(1, limits.tmp_bytes // PAGE)), ("msgmni", SYSV_QUEUES))
     return Layout(Tmpfs("/", limits.tmp_bytes, "0755"), tuple(system), tmpfs, tuple(binds), str(cwd),
-                  limits.tmp_inodes, sysctls)
+                  limits.tmp_inodes, sysctls, tuple(h for h in hidden if os.path.isdir(h)))
 
 
 def package_roots(packages: tuple[str, ...]) -> list[Path]:
@@ -118,7 +123,7 @@ def package_roots(packages: tuple[str, ...]) -> list[Path]:
 
 
 class NamespaceSandbox:
-    """Namespaces + a drop to nobody + rlimits + a cgroup or the watchdog; a launcher builds the layout."""
+    """Namespaces + a drop to a uid of its own + rlimits + a cgroup or the watchdog; a launcher builds the layout."""
 
     name = "local"
 
@@ -137,42 +142,53 @@ class NamespaceSandbox:
 
     def start(self, command: list[str], *, cwd: Path, mounts: Mounts, limits: Limits,
               stdout: Path, stderr: Path, env: dict[str, str]) -> HostProcess:
-        cgroup = Cgroup.create(limits)
-        plan = self._plan(limits, mounts.writable, cgroup)
-        if self.as_root:
-            for path in mounts.read_only:
-                make_readable(path)
-            if mounts.writable is not None:
-                give_to_nobody(mounts.writable)
-        inner = list(command)
-        if self.as_root and self.setpriv:
-            # The launcher runs as root without a user namespace (so it can bind anything); the code runs as nobody.
-            inner = [self.setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs",
-                     "--inh-caps=-all", "--bounding-set=-all", "--", *inner]
-
-        def before_exec() -> None:
-            if cgroup is not None:
-                cgroup.attach_self()
-            plan.apply_rlimits()
-
+        # As root the code runs as a uid of its own: its RLIMIT_NPROC counts this sandbox's tasks alone.
+        lease = lease_uid() if self.drops_user else None
+        cgroup = None
         try:
+            cgroup = Cgroup.create(limits)
+            plan = self._plan(limits, mounts.writable, cgroup, lease.uid if lease else None)
+            if self.as_root:
+                for path in mounts.read_only:
+                    make_readable(path)
+            inner = list(command)
+            if lease is not None:
+                if mounts.writable is not None:
+                    give_to(mounts.writable, lease.uid, lease.gid)
+                # The launcher runs as root without a user namespace (so it can bind anything); the code does not.
+                inner = [self.setpriv, f"--reuid={lease.uid}", f"--regid={lease.gid}", "--clear-groups",
+                         "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *inner]
+
+            def before_exec() -> None:
+                if cgroup is not None:
+                    cgroup.attach_self()
+                plan.apply_rlimits()  # RLIMIT_NPROC binds once setpriv leaves root (root is exempt)
+
             popen, threads = spawn(self._command(layout_for(cwd, mounts, limits), inner), cwd=cwd, env=env,
                                    stdout=stdout, stderr=stderr, limits=limits, before_exec=before_exec)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
+            if lease is not None:
+                lease.release()
             raise
-        process = HostProcess(popen, threads, plan.applied, cgroup, reaped=True, watch=plan.watch)
+        process = HostProcess(popen, threads, plan.applied, cgroup, reaped=True, watch=plan.watch, lease=lease)
         self._applied = process.applied
         return process
 
-    def _plan(self, limits: Limits, writable: Path | None, cgroup: Cgroup | None) -> LimitPlan:
-        plan = plan_limits(limits, cgroup, writable, watch_tmpfs=True)
+    @property
+    def drops_user(self) -> bool:
+        """Whether the code leaves root for a uid of its own (as root, with setpriv)."""
+        return self.as_root and self.setpriv is not None
+
+    def _plan(self, limits: Limits, writable: Path | None, cgroup: Cgroup | None, uid: int | None) -> LimitPlan:
+        plan = plan_limits(limits, cgroup, writable, watch_tmpfs=True, own_uid=self.drops_user, uid=uid)
         isolation = ["network namespace (loopback only, no route out)", "mount namespace: read-only system, "
                      "inputs and library; one writable output folder", "PID/IPC/UTS namespaces",
                      "whole tree killed at the end"]
-        if self.as_root and self.setpriv:
-            isolation.append(f"runs as nobody ({NOBODY}), no capabilities, no-new-privs")
+        if self.drops_user:
+            user = f"uid {uid}" if uid is not None else f"a uid of its own from {uid_range()}"
+            isolation.append(f"runs as {user} (this sandbox's alone), no capabilities, no-new-privs")
         else:
             isolation.append("user namespace, no capabilities")
         isolation.append(f"private /tmp, /dev/shm: tmpfs {in_mib(limits.tmp_bytes)}, {limits.tmp_inodes} inodes each "
@@ -189,7 +205,7 @@ class NamespaceSandbox:
         limits = limits or Limits()
         probe = Cgroup.create(limits)
         try:
-            return list(self._plan(limits, Path("."), probe).applied)
+            return list(self._plan(limits, Path("."), probe, None).applied)
         finally:
             if probe is not None:
                 probe.remove()

@@ -20,7 +20,7 @@ DEV_TMPFS_BYTES = 1 << 20  # the private /dev: device nodes only
 
 
 class UnshareSandbox(NamespaceSandbox):
-    """The namespace sandbox, built by util-linux unshare and mountns.py (as root, dropping to nobody with setpriv)."""
+    """The namespace sandbox, built by util-linux unshare and mountns.py (as root, dropping to the sandbox's uid with setpriv)."""
 
     def available(self) -> bool:
         return self.as_root and self.setpriv is not None and shutil.which("unshare") is not None
@@ -45,4 +45,5 @@ def mount_spec(layout: Layout) -> dict:
             "read_only": paths("ro"), "writable": paths("rw"), "devices": paths("dev"),
             "root": (layout.root.size, layout.root.mode), "dev": (DEV_TMPFS_BYTES, "0755"),
             "tmpfs": [(tmpfs.path, tmpfs.size, tmpfs.mode) for tmpfs in layout.tmpfs],
-            "inodes": layout.inodes, "sysctls": dict(layout.sysctls), "cwd": layout.cwd}
+            "inodes": layout.inodes, "sysctls": dict(layout.sysctls), "hidden": list(layout.hidden),
+            "cwd": layout.cwd}

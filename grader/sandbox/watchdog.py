@@ -3,8 +3,9 @@
 It bounds what no kernel mechanism bounds on every machine: the tree's resident host memory where
 no cgroup does (pinned host memory is resident, and counts), the one writable folder (a host
 folder: the machine's disk) in bytes and entries, each private tmpfs of the sandbox (RAM) in bytes
-and inodes, and, as root without a cgroup, the tree's threads. Nothing it reads is reachable from
-inside: it runs in the grader's process, reads /proc and statvfs, and writes nothing.
+and inodes; and it ends a run whose tasks (processes and threads) sit at the cap a kernel bound holds
+them to (the sandbox's uid's RLIMIT_NPROC, its pids cgroup), where a fork fails and a fork bomb would
+spin until its time limit, or went past it. Nothing it reads is reachable from inside: it runs in the grader's process, reads /proc and statvfs, and writes nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new proces
 # OUTPUT_BACKSTOP_S (another process deleting files on the same disk could hide the growth).
 OUTPUT_SCAN_INTERVAL_S = 0.1
 OUTPUT_BACKSTOP_S = 0.5
+CAP_RECHECK_S = 0.05  # a tree at its process cap is walked again this soon: still there, the run is ended
 PSS_INTERVAL_S = 0.1  # how often a tree whose summed RSS is over the limit is re-measured by PSS
 OPEN_FILES_BUDGET_S = 0.05  # a walk's share of reading the tree's open files and mappings (see _scan_open_files)
 KILL_ROUNDS = 100  # a fork bomb forks while it is killed: kill what is left until nothing is
@@ -36,7 +38,11 @@ class Watch:
     """What one run's watchdog bounds; None: not watched."""
 
     memory_bytes: int | None = None  # resident anonymous + shared memory of the tree, and memfds it holds
-    tasks: int | None = None  # threads in the tree
+    # The process/thread cap: the run is stopped past it, or at it on two walks in a row (a kernel's cap,
+    # RLIMIT_NPROC or pids.max, makes a fork fail there, and a fork bomb then spins until its time limit).
+    tasks: int | None = None
+    tasks_uid: int | None = None  # count the tree's tasks of this real uid only (the sandbox's own), not the launcher's
+    pids_cgroup: Path | None = None  # count the tasks of this pids cgroup (its pids.current) instead of the tree's
     output: Path | None = None  # the writable host folder
     output_bytes: int | None = None
     output_files: int | None = None
@@ -67,6 +73,7 @@ class Watchdog:
         self._pids: set[int] = {root} if root is not None else set()
         self._members: dict[int, int] = {}  # pid: start time, of the tree at the last walk
         self._root_started: int | None = None
+        self._at_cap = False  # the last walk found the tasks at the cap
         self._root_gone = False
         self._hidden_memory = 0  # bytes of memfds the tree holds open (in no process's RSS until mapped)
         self._hidden_output = 0  # bytes of deleted files on the output folder's disk still held open
@@ -122,6 +129,8 @@ class Watchdog:
                 reason = self._scan_tree()
                 if self._stop.is_set():
                     return
+                if self._at_cap:  # at the cap: the next walk says whether it stays there
+                    next_tree = min(next_tree, time.monotonic() + CAP_RECHECK_S)
             if self.root is not None:
                 self._find_tmpfs()  # each time: the sandbox mounts its tmpfs while it starts
             reason = reason or self._check_memory() or self._check_tmpfs()
@@ -149,14 +158,25 @@ class Watchdog:
         self._pids = tree_of(table, self.root if root is not None else None, self.watch.session, self._members)
         self._members = {pid: table[pid].started for pid in self._pids}
         if self.watch.tasks:
-            tasks = sum(table[p].threads for p in self._pids)
-            if tasks > self.watch.tasks:
+            tasks = self._tasks(table)
+            if tasks > self.watch.tasks or (tasks >= self.watch.tasks and self._at_cap):
                 return LimitHit("processes", f"reached the process/thread limit ({self.watch.tasks})")
+            self._at_cap = tasks >= self.watch.tasks
         self._scan_open_files()
         if self.watch.output_bytes and self._hidden_output > self.watch.output_bytes:
             return LimitHit("output", f"wrote more than {size_in_words(self.watch.output_bytes)} into its output "
                             "folder (in deleted files it kept open or mapped)")
         return None
+
+    def _tasks(self, table: dict[int, ProcessEntry]) -> int:
+        """The tasks the cap counts: the pids cgroup's, else the tree's of the sandbox's uid, else the tree's."""
+        if self.watch.pids_cgroup is not None:
+            try:
+                return int((self.watch.pids_cgroup / "pids.current").read_text())
+            except (OSError, ValueError):
+                pass  # the group went with its container: count the tree
+        return sum(table[p].threads for p in self._pids
+                   if self.watch.tasks_uid is None or _real_uid(p) == self.watch.tasks_uid)
 
     def _scan_open_files(self) -> None:
         """Memfds and deleted files the tree holds open or mapped: memory or disk no folder walk or RSS shows.
@@ -505,6 +525,18 @@ def _mappings(pid: int) -> tuple[set[int], dict[int, int]]:
     except (OSError, ValueError):
         pass
     return memfds, deleted
+
+
+def _real_uid(pid: int) -> int | None:
+    """The real uid of a process (what RLIMIT_NPROC counts by), from /proc/PID/status."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as stream:
+            for line in stream:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _namespace(pid: str, kind: str) -> str | None:

@@ -1,4 +1,4 @@
-// Attack (attack-fork-bomb): fork() in an endless loop, every child too: the process limit stops the growth and the time limit the run.
+// Attack (attack-fork-bomb): fork() in an endless loop, every child too: the sandbox's own process cap (its uid's RLIMIT_NPROC, or its pids cgroup) makes the forks fail inside it, and the run is ended at the cap.
 #include "standard_attention.h"
 
 #include <cerrno>
