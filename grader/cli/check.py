@@ -29,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(arguments: argparse.Namespace) -> int:
     assignment = load_assignment(arguments.assignment) if arguments.assignment else recognise(arguments.path)
-    with LiveLine(Console(stderr=True), f"checking {assignment.name}") as live:
+    with LiveLine(Console(stderr=True), "checking") as live:
         result = grade(arguments.path, assignment, options_from(arguments, public_only=True), live.on_case)
     terminal.render(result, Console(), arguments.verbose)
     if arguments.json:

@@ -39,7 +39,7 @@ def run(arguments: argparse.Namespace) -> int:
     if options.secret is None:
         console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): "
                       "hidden cases use the public seed, so their outputs are predictable")
-    with LiveLine(Console(stderr=True), f"grading {assignment.name}") as live:
+    with LiveLine(Console(stderr=True), "grading") as live:
         result = grade(arguments.submission, assignment, options, live.on_case)
     terminal.render(result, console, arguments.verbose)
     written = []

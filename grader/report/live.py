@@ -79,12 +79,12 @@ class LiveLine:
         with self._lock:
             running = sorted(self._running.values(), key=lambda r: r.since)
             started = self._any_started
-        total = f"{now - self.started:.0f} s"
+        total = f"{now - self.started:.0f} s in all"
         if not running:
             doing = "starting a harness or comparing outputs" if started else "compiling and preparing the cases"
-            return [f"{self.what}: {doing} ({total} so far)"]
-        return [f"{self.what}: {r.kernel} / {r.case} running {now - r.since:.0f} s of its {r.limit_s:g} s limit "
-                f"({total} so far)" for r in running]
+            return [f"{self.what}: {doing} ({total})"]
+        return [f"{self.what}: {r.kernel} / {r.case} running {now - r.since:.0f} s (limit {r.limit_s:g} s; {total})"
+                for r in running]
 
     def _renderable(self) -> Spinner:
         self._spinner.update(text=Text("\n".join(self.lines())))  # Text: nothing in it is read as markup

@@ -48,7 +48,8 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
     """Print the result; `verbose` adds what each kernel printed (the end of its stdout/stderr)."""
     console = console or Console()
     scope = "public cases" if result.public_only else "all cases"
-    _line(console, Text.assemble((result.title, "bold"), " — ", result.submission.path, f" ({scope})"))
+    _line(console, Text.assemble((result.title, "bold"), f" ({scope})"))
+    _line(console, Text(result.submission.path))  # a line of its own: a path the terminal wraps only if it must
     _print_rows(console, _rows(result))
     for variant in result.variants:
         _line(console, Text.assemble((variant.name, "bold"), ": ", variant.title))
