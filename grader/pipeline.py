@@ -26,7 +26,7 @@ from grader.gold import gold_outputs
 from grader.checkout import Checkout, checkout_folder
 from grader.results import Environment, Result, Submission, SubmissionStatus
 from grader.sanitizer import SanitizerReport, sanitizer_check
-from grader.runner import Call, CallOutcome, harnesses_for, limits_for, run_calls, submission_budget
+from grader.runner import Call, CallOutcome, CaseWatcher, harnesses_for, limits_for, run_calls, submission_budget
 from grader.sandbox import sandbox_named
 from grader.scoring import case_result, score_kernel, score_variants
 from grader.sources import VariantSources, gather_sources
@@ -62,9 +62,13 @@ class Options:
         return cls(**{**data, "cache_dir": Path(data["cache_dir"]), "kernels": tuple(data["kernels"])})
 
 
-def grade(path: Path | Checkout, assignment: Assignment, options: Options) -> Result:
-    """Grade a folder or repository (a batch passes the Checkout its fetch pinned: git is not asked again)."""
-    return run_stage(build_stage(path, assignment, options), assignment, options)
+def grade(path: Path | Checkout, assignment: Assignment, options: Options,
+          on_case: CaseWatcher | None = None) -> Result:
+    """Grade a folder or repository (a batch passes the Checkout its fetch pinned: git is not asked again).
+
+    `on_case` is told as each case starts and ends running (`grader check`'s live line).
+    """
+    return run_stage(build_stage(path, assignment, options), assignment, options, on_case)
 
 
 @dataclass(frozen=True)
@@ -150,10 +154,10 @@ def build_stage(path: Path | Checkout, assignment: Assignment, options: Options)
     return Built(checkout, kernels, artifacts, selection, seed, lap.times(), sources.variants, checks, forward_inputs)
 
 
-def run_stage(built: Built, assignment: Assignment, options: Options) -> Result:
+def run_stage(built: Built, assignment: Assignment, options: Options, on_case: CaseWatcher | None = None) -> Result:
     """Run (sandboxed), then gold, compare and score a built submission into its result."""
     with tempfile.TemporaryDirectory(prefix="kg-outputs-") as scratch:
-        return score_stage(execute_stage(built, assignment, options, Path(scratch)), assignment, options)
+        return score_stage(execute_stage(built, assignment, options, Path(scratch), on_case), assignment, options)
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,8 @@ class Ran:
     harnesses_at_once: int = 1  # the most harnesses that ran at once: the cases' times were not exclusive
 
 
-def execute_stage(built: Built, assignment: Assignment, options: Options, outputs_dir: Path) -> Ran:
+def execute_stage(built: Built, assignment: Assignment, options: Options, outputs_dir: Path,
+                  on_case: CaseWatcher | None = None) -> Ran:
     """Run every built kernel on its cases in the sandbox, outputs under `outputs_dir`: the GPU's part.
 
     Batches run this in one process per GPU and score in the CPU pool, so the GPU never waits on a compare.
@@ -201,7 +206,7 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
     # compute-sanitizer checks kernels, not the forward pass that composes them.
     then = (lambda kernel, ended: () if kernel in built.forward_checks else check.after_run(kernel, ended)) \
         if check else None
-    report = run_calls(assignment, calls, sandbox, parallel=harnesses, then=then) if calls else None
+    report = run_calls(assignment, calls, sandbox, parallel=harnesses, then=then, on_case=on_case) if calls else None
     sanitizer: dict[str, list[SanitizerReport]] = report.after if report else {}
     if sanitizer and report is not None:
         # "run": until the last kernel's harness ended; "sanitizer": what its runs added after that.

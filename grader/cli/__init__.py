@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader import __version__
 from grader.cli import batch, check, demo, export, grade, listing, report, time
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         return arguments.run(arguments)
     except GraderError as error:
         # Never wrapped: a path in the message must stay one piece to be copied.
-        Console(stderr=True).print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
+        Console(stderr=True).print(f"[red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -14,6 +14,7 @@ from grader.cli.options import add_grading_options, add_report_options, options_
 from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
+from grader.report.live import LiveLine
 from grader.spec import Assignment, list_assignments, load_assignment
 
 
@@ -28,7 +29,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(arguments: argparse.Namespace) -> int:
     assignment = load_assignment(arguments.assignment) if arguments.assignment else recognise(arguments.path)
-    result = grade(arguments.path, assignment, options_from(arguments, public_only=True))
+    with LiveLine(Console(stderr=True), "checking") as live:
+        result = grade(arguments.path, assignment, options_from(arguments, public_only=True), live.on_case)
     terminal.render(result, Console(), arguments.verbose)
     if arguments.json:
         result.write(arguments.json)

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from grader.cli.listing import table_width
@@ -40,7 +41,7 @@ def run(arguments: argparse.Namespace) -> int:
     for assignment in list_assignments():
         reason = unavailable_reason(assignment.target)
         if reason:
-            console.print(f"[yellow]skipping {assignment.name}[/]: CUDA assignment, {reason}", soft_wrap=True)
+            console.print(f"[yellow]skipping {assignment.name}[/]: CUDA assignment, {escape(reason)}", soft_wrap=True)
             continue
         for label, expected, submission in _samples(assignment):
             with tempfile.TemporaryDirectory(prefix="kg-demo-") as scratch:

@@ -6,11 +6,13 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader.cli.options import add_grading_options, add_report_options, options_from, write_reports
 from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
+from grader.report.live import LiveLine
 from grader.spec import load_assignment
 
 
@@ -37,7 +39,8 @@ def run(arguments: argparse.Namespace) -> int:
     if options.secret is None:
         console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): "
                       "hidden cases use the public seed, so their outputs are predictable")
-    result = grade(arguments.submission, assignment, options)
+    with LiveLine(Console(stderr=True), "grading") as live:
+        result = grade(arguments.submission, assignment, options, live.on_case)
     terminal.render(result, console, arguments.verbose)
     written = []
     if arguments.json:
@@ -45,5 +48,5 @@ def run(arguments: argparse.Namespace) -> int:
         written.append(("result (JSON)", arguments.json))
     written += write_reports(result, arguments)
     for what, path in written:  # every file, so that none is looked for in vain
-        console.print(f"{what} written to {path}", highlight=False, soft_wrap=True)
+        console.print(f"{what} written to {escape(str(path))}", highlight=False, soft_wrap=True)
     return 0

@@ -28,7 +28,7 @@ def add_grading_options(parser: argparse.ArgumentParser) -> None:
                              "the cores)")
     parser.add_argument("--cuda-arch", default=None, help="e.g. sm_90 (default: GPU 0's, else sm_90)")
     parser.add_argument("--json", type=Path, default=None, help="write the result as JSON to this file")
-    parser.add_argument("--verbose", "-v", action="store_true", help="print every failed case's full message")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also print what each kernel printed (the end of its stdout and stderr)")
 
 
 def options_from(arguments: argparse.Namespace, public_only: bool) -> Options:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader.device import unavailable_reason
 from grader.errors import GraderError, SubmissionError
@@ -60,5 +61,5 @@ def run(arguments: argparse.Namespace) -> int:
     document = {"student": student.to_dict(), "reference": reference.to_dict() if reference else None,
                 "table": table.to_dict(), "timing_spec": timing.where}
     path.write_text(json.dumps(document, indent=2))
-    console.print(f"timings (JSON) written to {path}", highlight=False, soft_wrap=True)
+    console.print(f"timings (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
     return 0

@@ -2,10 +2,10 @@
 
 `index.html` holds the score histogram, per-kernel score distributions and pass rates, a late-days
 chart, every failure grouped by kernel and case, the students with nothing graded, and the table
-of students; the table sorts without JavaScript because each column header links to the same page
-rendered in that column's order (`by-<column>.html`), and a one-line inline script filters it by
-student (the page works without it). Each student's report and history (every stored result,
-regrades included) are written beside it, under `students/`.
+of students. No page has a script: the table sorts because each column header links to the same
+page rendered in that column's order (`by-<column>.html`), and the browser's own find finds a
+student. Each student's report and history (every stored result, regrades included) are written
+beside it, under `students/`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from grader.results import Result
 from grader.status import KernelStatus, Outcome, SubmissionStatus
 
 BINS = 10  # score histogram: tenths of the maximum
+PERCENT_DIGITS = 6  # a share is binned as a percentage rounded to this: 2.4/3 is 80%, not 79.999...
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,7 @@ def summarise(results: list[Result], assignment: str) -> dict:
     max_score = max((r.max_score for r in results), default=0.0)
     histogram = [0] * BINS
     for result in graded:
-        fraction = result.score / result.max_score if result.max_score else 0.0
-        histogram[min(BINS - 1, int(fraction * BINS))] += 1
+        histogram[score_bin(result.score, result.max_score)] += 1
     pass_rates = []
     for name in kernels:
         entries = [k for r in graded for k in r.kernels if k.name == name]
@@ -126,8 +126,7 @@ def summarise(results: list[Result], assignment: str) -> dict:
     for name in kernels:
         bins = [0] * BINS
         for kernel in (k for r in graded for k in r.kernels if k.name == name):
-            fraction = kernel.score / kernel.max_score if kernel.max_score else 0.0
-            bins[min(BINS - 1, int(fraction * BINS))] += 1
+            bins[score_bin(kernel.score, kernel.max_score)] += 1
         distributions.append({"kernel": name, "bins": bins})
     late_counts = collections.Counter(math.ceil(r.late.days_late) if r.late else 0
                                       for r in results if r.status.was_graded)
@@ -166,6 +165,16 @@ def summarise(results: list[Result], assignment: str) -> dict:
         if scores else None,
         "graded_at": max((r.graded_at for r in results), default=""),
     }
+
+
+def score_bin(score: float, max_score: float) -> int:
+    """The histogram bin of a score: its share of the maximum in tenths, the last one holding full marks.
+
+    The share is rounded as a percentage first, so that a score whose float quotient falls just below
+    a bin's edge (2.4 / 3 = 0.7999999999999999) lands in the bin its percentage names (80–90%).
+    """
+    percent = round(100 * score / max_score, PERCENT_DIGITS) if max_score else 0.0
+    return max(0, min(BINS - 1, int(percent * BINS // 100)))
 
 
 def failure_pattern(kernel) -> str:

@@ -30,14 +30,14 @@ from grader.runner.events import CallOutcome, record, skip_rest
 from grader.runner.limits import Budget, limits_for, submission_budget, submission_time_limit
 from grader.runner.plan import Call, plan_for
 from grader.runner.slots import Slots, harnesses_for
-from grader.runner.watch import BUDGET_SPENT, LOG_TAIL, HarnessExit, Session
+from grader.runner.watch import BUDGET_SPENT, LOG_TAIL, CaseWatcher, HarnessExit, Session
 from grader.sandbox import Limits, Sandbox
 from grader.spec import Assignment, Kernel
 from grader.status import CallStatus
 from grader.targets import Target, target_of
 
-__all__ = ["Call", "CallOutcome", "FollowUp", "RunReport", "Slots", "harnesses_for", "limits_for", "run_calls",
-           "submission_budget", "submission_time_limit"]
+__all__ = ["Call", "CallOutcome", "CaseWatcher", "FollowUp", "RunReport", "Slots", "harnesses_for", "limits_for",
+           "run_calls", "submission_budget", "submission_time_limit"]
 
 # A harness run chained after a kernel's own (the sanitizer's): given the run's slots, it returns its result.
 FollowUp = Callable[[Slots], Any]
@@ -81,11 +81,13 @@ class _Run:
     deadline: float  # time.monotonic() when they are spent
     slots: Slots
     abandoned: threading.Event  # a kernel hit the machine's problem: the others start no new harness
+    on_case: CaseWatcher | None = None  # told as each call starts and ends (a live line)
 
 
 def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limits: Limits | None = None,
               time_limit_s: float | None = None, wrapper: tuple[str, ...] = (), sanitizer: bool = False,
-              parallel: int = 1, then: Then | None = None, slots: Slots | None = None) -> RunReport:
+              parallel: int = 1, then: Then | None = None, slots: Slots | None = None,
+              on_case: CaseWatcher | None = None) -> RunReport:
     """Run every call, each kernel in harnesses of its own, up to `parallel` harnesses at once.
 
     A kernel's harness sees only that kernel's library and inputs and one writable folder of its
@@ -100,6 +102,7 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limit
     gives each kernel's follow-ups once its harnesses ended: they take a slot as the kernels'
     harnesses do, after those still waiting, and their results are `RunReport.after`. `slots`:
     those of an enclosing run, whose follow-up this run is (it then runs here, in its caller's slot).
+    `on_case` is told as each call starts and ends in its harness (from the harnesses' threads).
     """
     started = time.perf_counter()
     budget = time_limit_s or submission_budget(assignment, calls)
@@ -107,7 +110,7 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limit
     own = slots is None
     slots = slots or Slots(parallel)
     run = _Run(assignment, sandbox, limits or limits_for(assignment), target_of(assignment), wrapper, sanitizer,
-               budget, time.monotonic() + budget, slots, threading.Event())
+               budget, time.monotonic() + budget, slots, threading.Event(), on_case)
     if not own or slots.size == 1:
         parts = [_run_kernel(run, [calls[i] for i in group]) for group in groups]
         calls_done = time.perf_counter()
@@ -217,7 +220,7 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
             report.harness_starts += 1
             shutil.rmtree(outbox, ignore_errors=True)
             outbox.mkdir()
-            session = Session(workdir, outbox, report.harness_starts)
+            session = Session(workdir, outbox, report.harness_starts, run.on_case)
             stop = next_index + 1 if alone else len(calls)  # alone for the one case only: it holds the card
             with run.slots.harness(alone) as held:
                 kernel_deadline += held.waited  # waiting for a slot is not the kernel's time

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ POLL_INTERVAL_S = 0.02
 LOG_TAIL = 2000  # characters of the harness's stdout/stderr kept in a message
 PROGRESS_LIMIT = 8 << 20  # bytes; the harness writes a few hundred per call
 BUDGET_SPENT = "budget-spent"  # the kernel's or the submission's whole time budget ran out
+# Told when a call starts (True) and when it ends (False) in its harness: a live line's hook (`grader check`).
+CaseWatcher = Callable[[Call, bool], None]
 # The folder that holds the grader package: the harness imports it from there.
 GRADER_ROOT = Path(grader.__file__).resolve().parent.parent
 
@@ -42,7 +45,7 @@ class HarnessExit:
 class Session:
     """One harness process for one kernel's calls: started, watched for limits, and read back."""
 
-    def __init__(self, workdir: Path, outbox: Path, number: int) -> None:
+    def __init__(self, workdir: Path, outbox: Path, number: int, on_case: CaseWatcher | None = None) -> None:
         self.progress = outbox / f".progress-{number}.jsonl"
         self.stdout = workdir / f"stdout-{number}.txt"
         self.stderr = workdir / f"stderr-{number}.txt"
@@ -52,6 +55,8 @@ class Session:
         self.limit: LimitKind | None = None
         self.signal: str | None = None
         self.applied: tuple[str, ...] = ()  # the limits the sandbox really applied to this harness
+        self.on_case = on_case
+        self.running: Call | None = None  # the call in flight, as its events say
 
     def run(self, plan_file: Path, start: int, stop: int, calls: list[Call], sandbox: Sandbox, limits: Limits,
             target: Target, deadline: float, wrapper: tuple[str, ...] = (), module: str = "grader.harness",
@@ -83,6 +88,7 @@ class Session:
         finally:
             # Also after a normal exit: whatever the code left running in the background goes now.
             process.kill()
+            self._ended()  # a crash or a time-out ends its call without an end event
         # The network as the harness saw it from its own namespace, before any student code ran.
         ready = next((e for e in events if kind_of(e) == Event.DEVICE), None)
         network = Ready.read(ready).network if ready is not None else None
@@ -106,8 +112,10 @@ class Session:
                 index = index_of(event)
                 if kind_of(event) == Event.START and isinstance(index, int) and 0 <= index < len(calls):
                     in_flight, in_flight_since = index, time.monotonic()
+                    self._started(calls[in_flight])
                 elif kind_of(event) == Event.END:
                     in_flight = None
+                    self._ended()
             if returncode is not None:
                 break
             if offset > PROGRESS_LIMIT or _size(self.progress) > PROGRESS_LIMIT:
@@ -142,6 +150,16 @@ class Session:
         self._read_limit(process)
         process.kill()
         return events + read_events(self.progress, offset)[0], reason, index
+
+    def _started(self, call: Call) -> None:
+        self.running = call
+        if self.on_case is not None:
+            self.on_case(call, True)
+
+    def _ended(self) -> None:
+        call, self.running = self.running, None
+        if call is not None and self.on_case is not None:
+            self.on_case(call, False)
 
     def stdout_text(self, limit: int) -> str:
         try:
