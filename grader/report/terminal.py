@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from grader.report.render import variant_flags
+from grader.report.render import compiled_files, variant_flags
 from grader.results import KernelResult, Result
 from grader.status import KernelStatus, Outcome
 
@@ -51,6 +51,10 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
                   f"took {result.stages.get('total', 0):.1f} s")
     if result.message:
         console.print(f"[yellow]{result.message}[/]", highlight=False)
+    builds = compiled_files(result)
+    for kernels, files in builds:  # which of the student's files each build saw
+        named = f" ({', '.join(kernels)})" if len(builds) > 1 else ""
+        console.print(f"compiled{named}: {', '.join(files)}", markup=False, highlight=False, style="dim")
     if verbose:
         for kernel in result.kernels:
             for case in kernel.cases:
