@@ -1,7 +1,9 @@
 """Build each kernel of a submission into its own shared library, cached by content hash.
 
 A kernel's build gets the files the sources stage (`grader.sources`) gathered for it: the
-submission's, a variant's overlay, the grader's provided files. A compile error, or a file the
+submission's, a variant's overlay, the grader's provided files. Its library is the shim and the
+kernel's own files, linked with an archive of the source folder's other compiled files, from which
+the link takes what the kernel calls (`BuildSteps`). A compile error, or a file the
 build needs and lacks, is a result with the message (file and line), never an exception. How a
 kernel is compiled, and how forbidden things are found in it, is its target's (`grader.targets`).
 """
@@ -29,12 +31,14 @@ from grader.sandbox import Limits, Mounts, Sandbox
 from grader.sources import KernelSources, Sources, gather_sources
 from grader.spec import Assignment, Kernel
 from grader.status import BuildStatus
-from grader.targets import LIBRARY_FILE, Toolchain, target_named, target_of
+from grader.targets import LIBRARY_FILE, Target, Toolchain, target_named, target_of
+from grader.targets.compiled import ARCHIVE_FILE, folder_sources
 
 COMPILE_TIME_LIMIT_S = 300
 # Compilers run on untrusted sources (include tricks, template explosions): bounded like the harness.
 COMPILE_LIMITS = Limits(memory_bytes=8 << 30, processes=256, file_size_bytes=1 << 30, log_bytes=1 << 20)
 MESSAGE_LIMIT = 4000  # characters of compiler output kept in a result
+OBJECTS_DIR = "kg_objects"  # the source folder's other files' objects, in the work folder
 
 
 @dataclass(frozen=True)
@@ -92,16 +96,43 @@ def build_submission(
         return {k.name: artifacts[k.name] for k in selected}
 
 
+@dataclass(frozen=True)
+class BuildSteps:
+    """The commands of one kernel's build, run in its work folder: each other compiled file of the source
+    folder to an object (`folder_sources`: one that fails is left out), those objects into an archive, then
+    the link of the shim and the kernel's own files with that archive, which writes the library."""
+
+    parts: tuple[tuple[str, tuple[str, ...]], ...]  # (the file, the command compiling it to its object)
+    objects: tuple[str, ...]  # each part's object, in the same order
+    link: tuple[str, ...]
+
+    @property
+    def commands(self) -> list[list[str]]:
+        return [list(command) for _, command in self.parts] + [list(self.link)]
+
+
+def build_steps(assignment: Assignment, kernel: Kernel, sources: KernelSources, toolchain: Toolchain) -> BuildSteps:
+    """How `kernel`'s library is built from its sources with the target's compiler."""
+    target = target_of(assignment)
+    parts = folder_sources(kernel, sources.contents)
+    objects = tuple(f"{OBJECTS_DIR}/{part}.o" for part in parts)
+    link = target.compile_command(assignment, kernel, toolchain, library_flags(assignment.libraries, toolchain),
+                                  ARCHIVE_FILE if parts else None)
+    return BuildSteps(tuple((part, tuple(target.object_command(assignment, toolchain, part, obj)))
+                            for part, obj in zip(parts, objects)), objects, tuple(link))
+
+
 def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, toolchain: Toolchain,
               sandbox: Sandbox | None = None) -> str | None:
-    """The build's cache key: its files, shim, compile command and toolchain; None where there is nothing to build."""
+    """The build's cache key: its files, shim, compile commands and toolchain; None where there is nothing to build."""
     if sources.problem:
         return None
     target = target_of(assignment)
-    command = target.compile_command(assignment, kernel, toolchain, library_flags(assignment.libraries, toolchain))
+    steps = build_steps(assignment, kernel, sources, toolchain)
+    commands = list(steps.link) if not steps.parts else steps.commands  # one command: the key it always had
     # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
     return _build_key(sources.contents, target.shim_source(kernel),
-                      command + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
+                      commands + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
 
 
 def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources, cache_dir: Path,
@@ -114,7 +145,7 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
                         time.perf_counter() - started, built_from)
     target = target_of(assignment)
     shim = target.shim_source(kernel)
-    command = target.compile_command(assignment, kernel, toolchain, library_flags(assignment.libraries, toolchain))
+    steps = build_steps(assignment, kernel, sources, toolchain)
     key = build_key(assignment, kernel, sources, toolchain, sandbox)
     folder = cache_dir / "builds" / str(key)
     record = folder / "build.json"
@@ -135,7 +166,7 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
             (workdir / relative).parent.mkdir(parents=True, exist_ok=True)
             (workdir / relative).write_bytes(content)
         (workdir / target.shim_file).write_text(shim)
-        status, message = _compile_in(sandbox, command, workdir) if sandbox else _compile(command, workdir)
+        status, message = _run_steps(steps, target, sandbox, workdir)
         folder.mkdir(parents=True, exist_ok=True)
         built = {"status": status.value, "message": message}
         save_build(folder, workdir / LIBRARY_FILE if status == BuildStatus.BUILT else None, built)
@@ -194,7 +225,49 @@ def _build_key(files: dict[str, bytes], shim: str, command: list[str], toolchain
                        *(part for relative in sorted(files) for part in (relative, files[relative])))
 
 
-def _compile_in(sandbox: Sandbox, command: list[str], workdir: Path) -> tuple[BuildStatus, str]:
+def _run_steps(steps: BuildSteps, target: Target, sandbox: Sandbox | None, workdir: Path) -> tuple[BuildStatus, str]:
+    """Run a build's steps in `workdir` (in the sandbox where given), within one time limit for them all.
+
+    A part that fails to compile is left out of the archive: it costs the kernel only where the kernel
+    calls it, and then the link's "undefined reference" comes with that file's own errors.
+    """
+    deadline = time.monotonic() + COMPILE_TIME_LIMIT_S
+    failed: list[tuple[str, str]] = []  # (a part that did not compile, its compiler output)
+    compiled = []
+    for (part, command), obj in zip(steps.parts, steps.objects):
+        (workdir / obj).parent.mkdir(parents=True, exist_ok=True)
+        returncode, output = _run(sandbox, list(command), workdir, deadline)
+        if returncode is None:
+            return BuildStatus.COMPILE_ERROR, output
+        if returncode == 0 and (workdir / obj).is_file():
+            compiled.append(obj)
+        else:
+            failed.append((part, output))
+    if steps.parts:
+        archive = target.archive_command(compiled)
+        returncode, output = _run(sandbox, archive, workdir, deadline)
+        if returncode != 0:
+            return BuildStatus.COMPILE_ERROR, output if returncode is None else (
+                summarise_compiler_output(output) or f"{archive[0]} exited with {returncode}")
+    returncode, output = _run(sandbox, list(steps.link), workdir, deadline)
+    if returncode is None:
+        return BuildStatus.COMPILE_ERROR, output
+    if returncode != 0 or not (workdir / LIBRARY_FILE).is_file():
+        message = summarise_compiler_output(output) or f"{steps.link[0]} exited with {returncode}"
+        if failed and "undefined reference" in output:
+            message = "\n\n".join([message, *(f"{part} did not compile, so nothing in it could be linked:\n"
+                                                + summarise_compiler_output(text) for part, text in failed)])
+        return BuildStatus.COMPILE_ERROR, message
+    return BuildStatus.BUILT, summarise_compiler_output(output)  # warnings, if any
+
+
+def _run(sandbox: Sandbox | None, command: list[str], workdir: Path, deadline: float) -> tuple[int | None, str]:
+    """One build command's exit status and output; None and the reason where it could not run or took too long."""
+    left = max(deadline - time.monotonic(), 1.0)
+    return _compile_in(sandbox, command, workdir, left) if sandbox else _compile(command, workdir, left)
+
+
+def _compile_in(sandbox: Sandbox, command: list[str], workdir: Path, seconds: float) -> tuple[int | None, str]:
     """Compile inside the sandbox: no network, bounded memory and processes, the time limit, only `workdir` writable."""
     with tempfile.TemporaryDirectory(prefix="kg-compile-logs-") as logs:
         out, err = Path(logs) / "stdout", Path(logs) / "stderr"
@@ -205,32 +278,25 @@ def _compile_in(sandbox: Sandbox, command: list[str], workdir: Path) -> tuple[Bu
             process = sandbox.start(command, cwd=workdir, mounts=Mounts(writable=workdir), limits=COMPILE_LIMITS,
                                     stdout=out, stderr=err, env=env)
         except OSError as error:
-            return BuildStatus.COMPILE_ERROR, _cannot_run(command, error)
+            return None, _cannot_run(command, error)
         try:
-            returncode = process.wait(COMPILE_TIME_LIMIT_S)
+            returncode = process.wait(seconds)
         except subprocess.TimeoutExpired:
-            return BuildStatus.COMPILE_ERROR, f"compilation took longer than {COMPILE_TIME_LIMIT_S} s and was stopped"
+            return None, f"compilation took longer than {COMPILE_TIME_LIMIT_S} s and was stopped"
         finally:
             process.kill()
-        output = (err.read_text(errors="replace") + out.read_text(errors="replace")).strip()
-    if returncode != 0 or not (workdir / LIBRARY_FILE).is_file():
-        return BuildStatus.COMPILE_ERROR, summarise_compiler_output(output) or f"{command[0]} exited with {returncode}"
-    return BuildStatus.BUILT, summarise_compiler_output(output)
+        return returncode, (err.read_text(errors="replace") + out.read_text(errors="replace")).strip()
 
 
-def _compile(command: list[str], workdir: Path) -> tuple[BuildStatus, str]:
+def _compile(command: list[str], workdir: Path, seconds: float) -> tuple[int | None, str]:
     try:
         completed = subprocess.run(command, cwd=workdir, capture_output=True, text=True, errors="replace",
-                                   timeout=COMPILE_TIME_LIMIT_S, stdin=subprocess.DEVNULL)
+                                   timeout=seconds, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return BuildStatus.COMPILE_ERROR, f"compilation took longer than {COMPILE_TIME_LIMIT_S} s and was stopped"
+        return None, f"compilation took longer than {COMPILE_TIME_LIMIT_S} s and was stopped"
     except OSError as error:
-        return BuildStatus.COMPILE_ERROR, _cannot_run(command, error)
-    output = (completed.stderr + completed.stdout).strip()
-    if completed.returncode != 0 or not (workdir / LIBRARY_FILE).is_file():
-        return (BuildStatus.COMPILE_ERROR,
-                summarise_compiler_output(output) or f"{command[0]} exited with {completed.returncode}")
-    return BuildStatus.BUILT, summarise_compiler_output(output)  # warnings, if any
+        return None, _cannot_run(command, error)
+    return completed.returncode, (completed.stderr + completed.stdout).strip()
 
 
 def _cannot_run(command: list[str], error: OSError) -> str:

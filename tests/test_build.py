@@ -195,3 +195,88 @@ def test_simultaneous_writers_of_one_cache_entry_never_clash(tmp_path: Path) -> 
         list(pool.map(lambda _: save_build(entry, library, record), range(64)))  # raises if one clashed
     assert (entry / "lib.so").read_bytes() == library.read_bytes()
     assert sorted(p.name for p in entry.iterdir()) == ["build.json", "lib.so"]
+
+
+# ---------------------------------------------------------------- a C++ pack's src/: one program
+
+FLASH_CALLS = """#include "flash_attention.h"
+#include "{header}"
+
+void flash_attention(const float* Q, const float* K, const float* V, float* O, int N, int d, int Br, int Bc) {{
+    (void)Br; (void)Bc;
+    {call}
+}}
+"""
+
+
+def _defined(library: Path | None) -> set[str]:
+    assert library is not None
+    listing = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True).stdout
+    return {line.split()[-1] for line in listing.splitlines() if line.split()}
+
+
+def _flash_submission(tmp_path: Path) -> tuple[Assignment, Path]:
+    flash = load_assignment("flash-attention-cpu")
+    return flash, shutil.copytree(flash.reference_dir, tmp_path / "submission")
+
+
+def test_a_kernel_links_the_function_it_calls_from_a_helper_file_of_its_folder(tmp_path: Path,
+                                                                               cache_dir: Path) -> None:
+    flash, root = _flash_submission(tmp_path)
+    (root / "src" / "scale.h").write_text("#pragma once\nvoid scale_rows(float* O, int n, float by);\n")
+    (root / "src" / "scale.cpp").write_text(
+        '#include "scale.h"\nvoid scale_rows(float* O, int n, float by) { for (int i = 0; i < n; ++i) O[i] *= by; }\n')
+    (root / "src" / "flash_attention.cpp").write_text('#include "standard_attention.h"\n' + FLASH_CALLS.format(
+        header="scale.h", call="standard_attention(Q, K, V, O, N, d); scale_rows(O, N * d, 1.0f);"))
+    artifacts = build_submission(flash, root, cache_dir)
+    assert artifacts["flash_attention"].status == "built", artifacts["flash_attention"].message
+    # What flash_attention calls is in its library; the standard kernel's build took nothing of scale.cpp.
+    assert {"_Z10scale_rowsPfif", "_Z18standard_attentionPKfS0_S0_Pfii"} <= _defined(artifacts["flash_attention"].library)
+    assert "_Z10scale_rowsPfif" not in _defined(artifacts["standard_attention"].library)
+    assert {"src/scale.cpp", "src/scale.h"} <= set(artifacts["standard_attention"].files)
+
+
+def test_a_file_included_as_source_is_not_linked_twice(tmp_path: Path, cache_dir: Path) -> None:
+    """A course habit: flash_attention.cpp #includes standard_attention.cpp; the archive then adds nothing."""
+    flash, root = _flash_submission(tmp_path)
+    (root / "src" / "flash_attention.cpp").write_text(FLASH_CALLS.format(
+        header="standard_attention.cpp", call="standard_attention(Q, K, V, O, N, d);"))
+    artifacts = build_submission(flash, root, cache_dir)
+    assert {a.status for a in artifacts.values()} == {"built"}, [a.message for a in artifacts.values()]
+
+
+def test_a_file_the_kernel_does_not_call_stays_out_of_its_library(tmp_path: Path, cache_dir: Path) -> None:
+    """A student's benchmark driver (main, a static constructor) and a broken scratch file cost no kernel."""
+    flash, root = _flash_submission(tmp_path)
+    (root / "src" / "main.cpp").write_text(
+        '#include <cstdio>\n#include "flash_attention.h"\n'
+        'static int started = std::puts("benchmark starts");\nint main() { return started; }\n')
+    (root / "src" / "scratch.cpp").write_text("int unfinished( {\n")
+    artifacts = build_submission(flash, root, cache_dir)
+    for artifact in artifacts.values():
+        assert artifact.status == "built", artifact.message
+        assert "main" not in _defined(artifact.library) and "scratch.cpp" not in artifact.message
+        assert b"benchmark starts" not in artifact.library.read_bytes()  # nor main.cpp's static constructor
+
+
+def test_a_call_into_a_file_that_does_not_compile_names_that_files_error(tmp_path: Path, cache_dir: Path) -> None:
+    flash, root = _flash_submission(tmp_path)
+    (root / "src" / "flash_attention.cpp").write_text(FLASH_CALLS.format(
+        header="standard_attention.h", call="standard_attention(Q, K, V, O, N, d);"))
+    broken = (root / "src" / "standard_attention.cpp").read_text().replace("std::vector<float> P(", "std::vector<float> P((")
+    (root / "src" / "standard_attention.cpp").write_text(broken)
+    artifacts = build_submission(flash, root, cache_dir)
+    message = artifacts["flash_attention"].message
+    assert artifacts["flash_attention"].status == "compile_error"
+    assert "undefined reference to `standard_attention(" in message
+    assert "src/standard_attention.cpp did not compile, so nothing in it could be linked" in message
+    assert "src/standard_attention.cpp:" in message.split("did not compile")[1]
+
+
+def test_a_call_to_a_function_nothing_defines_is_a_link_error_naming_it(tmp_path: Path, cache_dir: Path) -> None:
+    flash, root = _flash_submission(tmp_path)
+    (root / "src" / "flash_attention.cpp").write_text(FLASH_CALLS.format(
+        header="standard_attention.h", call="void never_written(float*); never_written(O);"))
+    artifact = build_submission(flash, root, cache_dir, (flash.kernel("flash_attention"),))["flash_attention"]
+    assert artifact.status == "compile_error" and "undefined reference to `never_written(float*)'" in artifact.message
+    assert "did not compile" not in artifact.message  # every other file compiled

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.spec import PROJECT_ROOT, list_assignments, load_assignment
+from grader.spec import PROJECT_ROOT, Assignment, list_assignments, load_assignment
+from grader.targets import target_of
 
 yaml = pytest.importorskip("yaml", reason="parses the workflow (pip install '.[test]')")
 WORKFLOW = PROJECT_ROOT / "ci" / "github" / "grade.yml"
 GITLAB = PROJECT_ROOT / "ci" / "gitlab" / ".gitlab-ci.yml"
+GPU_RUNNER = "[self-hosted, gpu]"
 
 
 def load(path: Path) -> dict:
@@ -45,9 +47,23 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     return re.sub(r"\$\{\{\s*(.*?)\s*\}\}", value, text)
 
 
+def template_workflow(assignment: Assignment) -> str:
+    """The workflow a pack's student template carries: ci/github/grade.yml, on GitHub's hosted runner
+    where the pack's kernels need no GPU."""
+    text = WORKFLOW.read_text()
+    return text if target_of(assignment).needs_gpu else text.replace(f"runs-on: {GPU_RUNNER}", "runs-on: ubuntu-latest")
+
+
+def runs_step(condition: str, failed: bool) -> bool:
+    """Whether a step with this `if:` runs, on a self-hosted runner (never an apt-get here)."""
+    known = {"success()": not failed, "always()": True, "runner.environment == 'github-hosted'": False}
+    assert condition in known, f"the test does not know the condition {condition!r}"
+    return known[condition]
+
+
 def run_job(workspace: Path, temp: Path, cache_dir: Path) -> Job:
-    """Run the workflow's one job in `workspace` as a GitHub runner would."""
-    workflow = load(WORKFLOW)
+    """Run the workflow the repository carries (its one job) in `workspace` as a self-hosted GitHub runner would."""
+    workflow = load(workspace / ".github" / "workflows" / "grade.yml")
     (name, job_spec), = workflow["jobs"].items()
     variables = {"vars.KERNEL_GRADER_PIP_SPEC": f"-e {PROJECT_ROOT}"}
     summary, github_path = temp / "step_summary.md", temp / "github_path"
@@ -61,8 +77,7 @@ def run_job(workspace: Path, temp: Path, cache_dir: Path) -> Job:
     job = Job()
     for step in job_spec["steps"]:
         label = step.get("name", step.get("uses", "step"))
-        condition = step.get("if", "success()")
-        if job.failed_step is not None and "always()" not in condition:
+        if not runs_step(step.get("if", "success()"), job.failed_step is not None):
             continue
         job.steps_run.append(label)
         if "uses" in step:
@@ -100,9 +115,11 @@ def stand_in(step: dict, workspace: Path) -> None:
         raise AssertionError(f"the test has no stand-in for {action}")
 
 
-def student_repo(source: Path, destination: Path) -> Path:
-    repo = shutil.copytree(source, destination)
-    shutil.copytree(WORKFLOW.parent, repo / ".github" / "workflows", dirs_exist_ok=True)
+def student_repo(source: Path, destination: Path, assignment: Assignment) -> Path:
+    repo = shutil.copytree(source, destination, dirs_exist_ok=True)
+    workflows = repo / ".github" / "workflows"
+    workflows.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(assignment.template_dir / ".github" / "workflows" / "grade.yml", workflows / "grade.yml")
     return repo
 
 
@@ -110,7 +127,7 @@ def test_workflow_runs_on_push_on_a_self_hosted_gpu_runner() -> None:
     workflow = load(WORKFLOW)
     assert "push" in workflow["on"]
     (job,) = workflow["jobs"].values()
-    assert {"self-hosted", "gpu"} <= set(job["runs-on"])
+    assert {"self-hosted", "gpu"} <= set(job["runs-on"]) and f"runs-on: {GPU_RUNNER}\n" in WORKFLOW.read_text()
     uses = [s["uses"].split("@")[0] for s in job["steps"] if "uses" in s]
     assert uses == ["actions/checkout", "mikepenz/action-junit-report", "actions/upload-artifact"]
     for step in job["steps"]:
@@ -120,13 +137,30 @@ def test_workflow_runs_on_push_on_a_self_hosted_gpu_runner() -> None:
 
 @pytest.mark.parametrize("assignment", [a.name for a in list_assignments()])
 def test_every_student_template_carries_the_workflow(assignment: str) -> None:
-    copy = load_assignment(assignment).template_dir / ".github" / "workflows" / "grade.yml"
-    assert copy.read_text() == WORKFLOW.read_text(), f"{copy} differs from {WORKFLOW}: copy it again"
+    pack = load_assignment(assignment)
+    copy = pack.template_dir / ".github" / "workflows" / "grade.yml"
+    assert copy.read_text() == template_workflow(pack), (
+        f"{copy} differs from {WORKFLOW}: copy it again (a CPU pack's with `runs-on: ubuntu-latest`)")
+
+
+def test_a_cpu_assignments_workflow_runs_on_a_hosted_runner_and_a_gpu_ones_on_its_own() -> None:
+    runners = {a.name: load(a.template_dir / ".github" / "workflows" / "grade.yml")["jobs"]["check"]["runs-on"]
+               for a in list_assignments()}
+    assert runners["flash-attention-cpu"] == "ubuntu-latest"
+    assert runners["gpt2-m1"] == runners["gpt2-m2"] == ["self-hosted", "gpu"]
+
+
+def test_only_a_hosted_runner_gets_the_sandbox_installed() -> None:
+    (job,) = load(WORKFLOW)["jobs"].values()
+    hosted = [s for s in job["steps"] if s.get("if") == "runner.environment == 'github-hosted'"]
+    assert len(hosted) == 1 and "apt-get install -y --no-install-recommends bubblewrap" in hosted[0]["run"]
+    # Ubuntu 24.04 (ubuntu-latest) lets bubblewrap make no user namespace without this.
+    assert "kernel.apparmor_restrict_unprivileged_userns=0" in hosted[0]["run"]
 
 
 def test_workflow_passes_the_reference_and_publishes_every_report(tmp_path: Path, cache_dir: Path) -> None:
     flash = load_assignment("flash-attention-cpu")
-    repo = student_repo(flash.reference_dir, tmp_path / "repo")
+    repo = student_repo(flash.reference_dir, tmp_path / "repo", flash)
     job = run_job(repo, tmp_path, cache_dir)
     assert job.failed_step is None, job.outputs
     assert len(job.steps_run) == 5
@@ -137,7 +171,7 @@ def test_workflow_passes_the_reference_and_publishes_every_report(tmp_path: Path
 
 def test_workflow_fails_on_a_failing_public_case_and_still_publishes(tmp_path: Path, cache_dir: Path) -> None:
     flash = load_assignment("flash-attention-cpu")
-    repo = student_repo(flash.template_dir, tmp_path / "repo")
+    repo = student_repo(flash.template_dir, tmp_path / "repo", flash)
     job = run_job(repo, tmp_path, cache_dir)
     assert job.failed_step == "Check the public cases"
     assert job.steps_run[-2:] == ["Publish the test results", "Keep the HTML report"]
@@ -172,3 +206,33 @@ def test_gitlab_job_script_runs_and_fails_on_the_template(tmp_path: Path, cache_
     assert statuses[:-1] == [0] * (len(job["script"]) - 1) and statuses[-1] == 1
     report = repo / job["artifacts"]["reports"]["junit"]
     assert "<failure" in report.read_text() and (repo / "grader-report" / "report.html").is_file()
+
+
+def readme_commands(readme: Path) -> list[str]:
+    """The shell commands of a README's "Checking your work" block, one a line."""
+    section = readme.read_text().split("## Checking your work", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, f"{readme}: no ```bash block under 'Checking your work'"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_the_template_readme_installs_the_grader_and_checks_in_two_commands(tmp_path: Path, cache_dir: Path) -> None:
+    """The student's two commands as written, with the course's copy of the grader being this checkout."""
+    flash = load_assignment("flash-attention-cpu")
+    install, check = readme_commands(flash.template_dir / "README.md")
+    (spec,) = re.findall(r'"(git\+\S+#egg=kernel-grader)"', install)  # what the instructor fills in
+    repo = shutil.copytree(flash.template_dir, tmp_path / "repo")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.update(HOME=str(home), KERNEL_GRADER_CACHE=str(cache_dir), COLUMNS="200")
+    installed = subprocess.run(["bash", "-eo", "pipefail", "-c", install.replace(f'"{spec}"', f'"{PROJECT_ROOT}"')],
+                               cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert (home / ".kernel-grader" / "bin" / "grader").is_file()
+    # Run where a student often is: in src/. The template compiles and fails its public cases.
+    checked = subprocess.run(["bash", "-c", check], cwd=repo / "src", env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert f"checking {repo} (the repository's root)" in checked.stdout
+    assert "never written" in checked.stdout and "flash_attention" in checked.stdout

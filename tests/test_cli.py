@@ -16,7 +16,10 @@ from grader.spec import PROJECT_ROOT, load_assignment
 
 def grader(*arguments: str, cache_dir: Path, cwd: Path | None = None, env: dict[str, str] | None = None
            ) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "KERNEL_GRADER_CACHE": str(cache_dir), "COLUMNS": "200", **(env or {})}
+    # This checkout's grader, wherever the command runs (`-m` from another folder would import the installed one).
+    path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    environment = {**os.environ, "KERNEL_GRADER_CACHE": str(cache_dir), "COLUMNS": "200", "PYTHONPATH": path,
+                   **(env or {})}
     return subprocess.run([sys.executable, "-m", "grader", *arguments], capture_output=True, text=True,
                           cwd=cwd or PROJECT_ROOT, env=environment, timeout=600)
 
@@ -51,6 +54,23 @@ def test_check_recognises_the_assignment_and_fails_ci_on_a_failing_public_case(t
     assert "public cases" in failing.stdout and "never written" in failing.stdout
     passing = grader("check", str(flash.reference_dir), cache_dir=cache_dir)
     assert passing.returncode == 0, passing.stdout + passing.stderr
+
+
+def test_check_from_a_subfolder_checks_the_repository_root_and_never_above_it(tmp_path: Path,
+                                                                               cache_dir: Path) -> None:
+    flash = load_assignment("flash-attention-cpu")
+    repo = shutil.copytree(flash.reference_dir, tmp_path / "repo")
+    git.Repo.init(repo)
+    (repo / "src" / "notes").mkdir()
+    deep = grader("check", cwd=repo / "src" / "notes", cache_dir=cache_dir)
+    assert deep.returncode == 0, deep.stdout + deep.stderr
+    assert f"checking {repo} (the repository's root)" in deep.stdout and "score 3 / 3" in deep.stdout
+    # A repository of its own inside that one: the walk stops at its root.
+    inner = repo / "src" / "notes" / "other"
+    inner.mkdir()
+    git.Repo.init(inner)
+    alone = grader("check", cwd=inner, cache_dir=cache_dir)
+    assert alone.returncode == 2 and "holds none of the files of any known assignment" in alone.stderr
 
 
 def test_bad_inputs_get_one_clear_message_and_exit_2(tmp_path: Path, cache_dir: Path) -> None:

@@ -41,6 +41,17 @@ def test_a_kernel_gets_the_whole_kernels_folder_then_the_graders_provided_files(
     assert {f.origin for f in files[:-1]} == {Origin.SUBMISSION} and files[-1].origin is Origin.PROVIDED
 
 
+def test_a_flash_kernel_gets_the_whole_src_folder_with_the_students_own_header(flash: Assignment,
+                                                                              tmp_path: Path) -> None:
+    root = shutil.copytree(flash.reference_dir, tmp_path / "submission")
+    (root / "src" / "helper.h").write_text("#pragma once\ninline float twice(float x) { return 2 * x; }\n")
+    (root / "notes.md").write_text("outside src/: not part of any build\n")
+    sources = gather_sources(flash, root)
+    expected = sorted(p.relative_to(root).as_posix() for p in (root / "src").iterdir())
+    for kernel in flash.kernels:
+        assert sorted(sources.of(kernel.name).built_from) == expected and "src/helper.h" in expected
+
+
 def test_the_graders_provided_files_replace_the_students(gpt2: Assignment, tmp_path: Path) -> None:
     root = shutil.copytree(gpt2.reference_dir, tmp_path / "submission")
     (root / "utils" / "cuda_utils.cuh").write_text("#error a student's own utils\n")

@@ -104,6 +104,16 @@ def test_gpt2_m1_zeroes_scratch_builds_the_whole_kernels_folder_and_judges_again
     assert scratch == {"mean": "zeros", "rstd": "zeros", "qkvr": "zeros", "att": "zeros"}
 
 
+def test_a_pack_without_source_dirs_builds_from_the_folders_its_kernels_lie_in(tmp_path: Path) -> None:
+    pack = copy_pack("flash-attention-cpu", tmp_path)
+    spec = pack / "assignment.toml"
+    assert load_assignment(pack).source_dirs == ("src",)
+    spec.write_text(spec.read_text().replace('source_dirs = ["src"]\n', ""))
+    assert load_assignment(pack).source_dirs == ("src",)  # the default: src/ holds the kernels' sources
+    spec.write_text(spec.read_text().replace("provided = []\n", "provided = []\nsource_dirs = []\n"))
+    assert load_assignment(pack).source_dirs == ()  # said so: only the kernels' own files
+
+
 def test_a_case_may_override_its_kernels_tolerance(tmp_path: Path) -> None:
     pack = copy_pack("flash-attention-cpu", tmp_path)
     spec = pack / "assignment.toml"

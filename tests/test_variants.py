@@ -233,8 +233,10 @@ def test_an_inherited_key_that_is_wrong_names_the_pack_that_gave_it(tmp_path: Pa
         load_assignment(pack)
 
 
-def test_a_variant_without_onto_needs_source_dirs(tmp_path: Path) -> None:
+def test_a_variant_without_onto_is_laid_over_the_source_folder_and_needs_one(tmp_path: Path) -> None:
     pack = make_pack(tmp_path, SPEC.replace('source_dirs = ["src"]\n', ""))
+    assert {v.onto for v in load_assignment(pack).variants} == {"src"}  # the base pack's folder
+    pack = make_pack(tmp_path / "none", SPEC.replace('source_dirs = ["src"]\n', "source_dirs = []\n"))
     with pytest.raises(SpecError, match="variant 'opt_a': key 'onto' is needed: the pack has no source_dirs"):
         load_assignment(pack)
 

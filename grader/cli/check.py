@@ -28,10 +28,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    assignment = load_assignment(arguments.assignment) if arguments.assignment else recognise(arguments.path)
+    named = load_assignment(arguments.assignment) if arguments.assignment else None
+    root = repository_root(arguments.path, [named] if named else list_assignments())
+    assignment = named or recognise(root)
+    console = Console()
+    if root.resolve() != arguments.path.resolve():
+        console.print(f"checking {root} (the repository's root)", markup=False, highlight=False, style="dim")
     with LiveLine(Console(stderr=True), "checking") as live:
-        result = grade(arguments.path, assignment, options_from(arguments, public_only=True), live.on_case)
-    terminal.render(result, Console(), arguments.verbose)
+        result = grade(root, assignment, options_from(arguments, public_only=True), live.on_case)
+    terminal.render(result, console, arguments.verbose)
     if arguments.json:
         result.write(arguments.json)
     write_reports(result, arguments)
@@ -39,22 +44,40 @@ def run(arguments: argparse.Namespace) -> int:
     return 1 if any(k.status.is_failure_of_student_code for k in result.kernels) else 0
 
 
-def recognise(path: Path) -> Assignment:
-    """The assignment whose kernel files the folder holds (most of them)."""
+def repository_root(path: Path, assignments: list[Assignment]) -> Path:
+    """The folder to check: `path`, or the nearest folder above it that holds an assignment's files
+    (a student in `src/` means the repository), never above the git repository's root."""
     if not path.exists():
         raise SubmissionError(f"{path}: no such folder")
     if not path.is_dir():
         raise SubmissionError(f"{path}: is a file; give your repository's folder")
+    for folder in (path, *path.resolve().parents):
+        if any(_present(a, folder) for a in assignments):
+            return folder
+        if (folder / ".git").exists():
+            break
+    return path
+
+
+def recognise(path: Path) -> Assignment:
+    """The assignment whose kernel files the folder holds (most of them)."""
     scored = []
     for assignment in list_assignments():
         # A later milestone's variant folders count too: its repository holds every file of the
         # earlier one (kernels/), and the most files matched breaks the tie.
-        files = {s for k in assignment.kernels for s in k.sources}
-        folders = {v.folder for v in assignment.variants}
-        present = sum((path / f).is_file() for f in files) + sum((path / d).is_dir() for d in folders)
-        if present:
-            scored.append((present / (len(files) + len(folders)), present, assignment))
+        if present := _present(assignment, path):
+            scored.append((present / (len(_files(assignment)) + len(assignment.variants)), present, assignment))
     if not scored:
-        raise SubmissionError(f"{path.resolve()}: holds none of the files of any known assignment; "
-                              "name one with --assignment (see `grader list`)")
+        raise SubmissionError(f"{path.resolve()}: holds none of the files of any known assignment, nor does any "
+                              "folder above it in its repository; name one with --assignment (see `grader list`)")
     return max(scored, key=lambda entry: entry[:2])[2]
+
+
+def _files(assignment: Assignment) -> set[str]:
+    return {s for k in assignment.kernels for s in k.sources}
+
+
+def _present(assignment: Assignment, folder: Path) -> int:
+    """How many of the assignment's kernel files and variant folders `folder` holds."""
+    return sum((folder / f).is_file() for f in _files(assignment)) + sum(
+        (folder / v.folder).is_dir() for v in assignment.variants)

@@ -105,6 +105,16 @@ def grouped(result: Result) -> tuple[list[KernelView], list[VariantView]]:
     return base, variants
 
 
+def compiled_files(result: Result) -> list[tuple[list[str], list[str]]]:
+    """The files each build was compiled from (`built_from`), as (kernels, files), kernels built from the
+    same files together: one line for a pack whose kernels all see one folder."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for kernel in result.kernels:
+        if kernel.built_from:
+            groups.setdefault(tuple(kernel.built_from), []).append(kernel.name)
+    return [(kernels, list(files)) for files, kernels in groups.items()]
+
+
 def context(result: Result) -> dict:
     """What the per-submission templates read."""
     raw = result.raw_score if result.raw_score is not None else result.score
@@ -116,4 +126,5 @@ def context(result: Result) -> dict:
             "details": [v for v in kernels if v.kernel.variant not in unsubmitted],
             "percent": 100 * result.score / result.max_score if result.max_score else 0.0,
             "scope": "public cases only" if result.public_only else "all cases",
-            "hidden_cases": sum(not c.public for k in result.kernels for c in k.cases)}
+            "hidden_cases": sum(not c.public for k in result.kernels for c in k.cases),
+            "compiled": compiled_files(result)}

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader.report.render import KernelView, context, sizes, variant_flags
+from grader.report.render import KernelView, compiled_files, context, sizes, variant_flags
 from grader.results import KernelResult, Result
 from grader.status import KernelStatus, Outcome
 
@@ -63,6 +63,10 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
                         f"took {result.stages.get('total', 0):.1f} s", "dim"))
     if result.message:
         _line(console, Text(result.message, "yellow"))
+    builds = compiled_files(result)
+    for kernels, files in builds:  # which of the student's files each build saw
+        named = f" ({', '.join(kernels)})" if len(builds) > 1 else ""
+        console.print(f"compiled{named}: {', '.join(files)}", markup=False, highlight=False, style="dim")
     for view in context(result)["details"]:
         if view.kernel.status is not KernelStatus.PASSED or view.sanitizer:
             _print_details(console, view)

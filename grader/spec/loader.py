@@ -85,7 +85,8 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
     names = [k.name for k in kernels]
     if len(set(names)) != len(names):
         raise SpecError(f"{document.kernels[0][1].rsplit(' ', 1)[0]}: kernel names repeat: {names}")
-    source_dirs = tuple(d.strip("/") for d in top.strings("source_dirs", ()))
+    source_dirs = (tuple(d.strip("/") for d in top.strings("source_dirs")) if "source_dirs" in top.table
+                   else _source_folders(kernels))
     variants = _load_variants(document.variants, source_dirs, kernels)
     base_weight = top.get("base_weight", float, None)
     if base_weight is not None and base_weight < 0:
@@ -187,6 +188,15 @@ def _tables(document: dict[str, Any], key: str, spec_file: Path) -> list[tuple[A
 
 VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
                 "required_symbols", "evidence", "evidence_penalty", "tolerances")
+
+
+def _source_folders(kernels: tuple[Kernel, ...]) -> tuple[str, ...]:
+    """The default `source_dirs`: each top folder that holds a kernel's sources (`src/` for src/flash_attention.cpp).
+
+    A student's own headers and files sit beside the kernel's, and the course compiles them as one
+    program. Files at the repository's root give none: a pack whose sources lie there names its folders.
+    """
+    return tuple(dict.fromkeys(Path(s).parts[0] for k in kernels for s in k.sources if len(Path(s).parts) > 1))
 
 
 def _load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],

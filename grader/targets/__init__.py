@@ -73,8 +73,16 @@ class Target(Protocol):
         ...
 
     def compile_command(self, assignment: Assignment, kernel: Kernel, toolchain: Toolchain,
-                        libraries: tuple[str, ...]) -> list[str]:
-        """The command, run in the work folder, that writes LIBRARY_FILE there."""
+                        libraries: tuple[str, ...], archive: str | None = None) -> list[str]:
+        """The command, run in the work folder, that writes LIBRARY_FILE there (linking `archive` where given)."""
+        ...
+
+    def object_command(self, assignment: Assignment, toolchain: Toolchain, source: str, output: str) -> list[str]:
+        """The command that compiles one other file of the source folder to the object `output`."""
+        ...
+
+    def archive_command(self, objects: list[str]) -> list[str]:
+        """The command that puts those objects into the archive the link takes what the kernel calls from."""
         ...
 
     def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from grader.spec import Kernel
 
 COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
+ARCHIVE_FILE = "kg_folder.a"  # the source folder's other compiled files, as objects the link takes what it needs from
 
 
 class CompiledTarget:
@@ -64,6 +66,9 @@ class CompiledTarget:
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
         return ()
 
+    def archive_command(self, objects: list[str]) -> list[str]:
+        return ["ar", "rcs", ARCHIVE_FILE, *objects]
+
     def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
         """Symbols the library needs from elsewhere that match the spec's forbidden patterns.
 
@@ -84,3 +89,15 @@ class CompiledTarget:
 def compiled_sources(kernel: Kernel) -> list[str]:
     """The kernel's files that are compiled (the rest are headers they include)."""
     return [s for s in kernel.sources if s.endswith(COMPILED_SUFFIXES)]
+
+
+def folder_sources(kernel: Kernel, files: Iterable[str]) -> list[str]:
+    """The compiled files of a kernel's build that are not its own: the rest of the source folder (a helper.cpp,
+    another kernel's file, a benchmark's main.cpp).
+
+    Each is compiled on its own into the build's archive, and the link takes from it only what the kernel
+    calls: a kernel may call the student's other functions, as in the course's one program, while a file
+    it does not call (one that fails to compile, a `main`, a static constructor) stays out of its library.
+    """
+    own = set(compiled_sources(kernel))
+    return [f for f in files if f.endswith(COMPILED_SUFFIXES) and f not in own]

@@ -45,9 +45,14 @@ class CppTarget(CompiledTarget):
         return lines[0]  # "g++ (Ubuntu 13.2.0-23ubuntu4) 13.2.0"
 
     def compile_command(self, assignment: Assignment, kernel: Kernel, toolchain: Toolchain,
-                        libraries: tuple[str, ...]) -> list[str]:
+                        libraries: tuple[str, ...], archive: str | None = None) -> list[str]:
+        # --no-undefined: a function the kernel calls that nothing defines is a link error naming it,
+        # not a library that fails to load in the harness.
         return [toolchain.compiler, *assignment.compile_flags, "-fPIC", "-shared", "-I.", self.shim_file,
-                *compiled_sources(kernel), "-o", LIBRARY_FILE]
+                *compiled_sources(kernel), *([archive] if archive else []), "-Wl,--no-undefined", "-o", LIBRARY_FILE]
+
+    def object_command(self, assignment: Assignment, toolchain: Toolchain, source: str, output: str) -> list[str]:
+        return [toolchain.compiler, *assignment.compile_flags, "-fPIC", "-I.", "-c", source, "-o", output]
 
 
 TARGET = CppTarget()

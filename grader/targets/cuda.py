@@ -167,9 +167,14 @@ class CudaTarget(CompiledTarget):
                 f"-l:{library.name}", "-Xlinker", f"-rpath={package / 'lib'}")
 
     def compile_command(self, assignment: Assignment, kernel: Kernel, toolchain: Toolchain,
-                        libraries: tuple[str, ...]) -> list[str]:
+                        libraries: tuple[str, ...], archive: str | None = None) -> list[str]:
         return [toolchain.compiler, *assignment.compile_flags, *toolchain.arch_flags, "-Xcompiler", "-fPIC", "-shared",
-                "-I.", self.shim_file, *compiled_sources(kernel), "-o", LIBRARY_FILE, *libraries]
+                "-I.", self.shim_file, *compiled_sources(kernel), *([archive] if archive else []), "-o", LIBRARY_FILE,
+                *libraries]
+
+    def object_command(self, assignment: Assignment, toolchain: Toolchain, source: str, output: str) -> list[str]:
+        return [toolchain.compiler, *assignment.compile_flags, *toolchain.arch_flags, "-Xcompiler", "-fPIC", "-I.",
+                "-c", source, "-o", output]
 
 
 def detect_cuda_arch() -> str:
