@@ -11,6 +11,7 @@ kind, verdict for verdict.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 import time
@@ -24,6 +25,7 @@ from grader.runner import run_calls
 from grader.runner.slots import HARNESSES_ENV, Held, Slots, harnesses_for
 from grader.samples import variants
 from grader.sandbox import sandbox_named
+from grader.sandbox.process import ProcessSandbox
 from grader.spec import Assignment
 
 from conftest import grade_variant
@@ -93,10 +95,32 @@ for (int i = 0; i < 60 && !touched; ++i) {
 if (touched) { for (int i = 0; i < N; ++i) out[i] = -1.0f; return; }"""
 
 
-@pytest.mark.parametrize("sandbox, reached", [("local", False), ("process", True)])
-def test_a_kernel_cannot_write_into_the_outbox_of_a_kernel_beside_it(sandbox: str, reached: bool,
-                                                                      tmp_path: Path) -> None:
-    """Run at once, the reader finds no file of the writer's in its folder; `process` (no isolation): the control."""
+@pytest.fixture
+def process_as_the_graders_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`process` as a grader not run as root has it: every harness runs as the grader's own user."""
+    original = ProcessSandbox.__init__
+
+    def as_the_graders_user(self: ProcessSandbox) -> None:
+        original(self)
+        self.as_root = False
+
+    monkeypatch.setattr(ProcessSandbox, "__init__", as_the_graders_user)
+
+
+@pytest.mark.parametrize("sandbox, own_uids, reached", [("local", True, False), ("process", True, False),
+                                                        ("process", False, True)])
+def test_a_kernel_cannot_write_into_the_outbox_of_a_kernel_beside_it(sandbox: str, own_uids: bool, reached: bool,
+                                                                      tmp_path: Path,
+                                                                      request: pytest.FixtureRequest) -> None:
+    """Run at once, the reader finds no file of the writer's in its folder.
+
+    `process` as root gives each harness a uid of its own, and the writer's uid cannot write into the
+    reader's folder. `process` as the grader's own user (no isolation of files): the control, where it can.
+    """
+    if os.geteuid() != 0 and own_uids and sandbox == "process":
+        pytest.skip("a uid of its own per harness needs the grader to run as root")
+    if not own_uids:
+        request.getfixturevalue("process_as_the_graders_user")
     assignment, submission = make_probe(tmp_path, {"writer": WRITER.format(tmp=tempfile.gettempdir()),
                                                    "reader": READER})
     result = grade(submission, assignment, Options(cache_dir=tmp_path / "cache", sandbox=sandbox, harnesses=2))
@@ -217,8 +241,11 @@ def test_a_gpu_failure_beside_others_counts_only_once_confirmed_alone(tmp_path: 
                                                    "victim": VICTIM.format(marker=marker)})
     calls, _ = probe_calls(assignment, submission, tmp_path / "cache", tmp_path / "outputs")
     monkeypatch.setattr(grader.runner, "target_of", lambda a: OnTheGpu(target_of(a)))
-    # `process`: its harnesses see the test's folder, where the marker is; it mounts no GPU.
-    report = run_calls(assignment, calls, sandbox_named("process"), parallel=2)
+    # `process` as the grader's own user: both harnesses see the test's folder, where the marker is (as
+    # two kernels see one GPU); it mounts no GPU.
+    sandbox = sandbox_named("process")
+    sandbox.as_root = False  # type: ignore[attr-defined]
+    report = run_calls(assignment, calls, sandbox, parallel=2)
     hogged, spared = report.outcomes
     assert hogged.status == "crashed" and hogged.signal == "SIGABRT", hogged.message
     assert spared.status == "ok", spared.message
