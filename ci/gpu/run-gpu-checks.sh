@@ -2,7 +2,7 @@
 # On a GPU runner, from the repository root: everything that needs the GPU, each part time-boxed so
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
 #   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor class overhead batch
-#                                               batch-no-timeouts margins latency demo
+#                                               batch-no-timeouts margins latency demo isolation
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -34,6 +34,12 @@ for part in $parts; do
       tests/test_gpu_gpt2_m2.py ;;
     timing) run gpu-timing-tests 90 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_timing.py
             run timer-vs-ncu 200 python3 benchmarks/timer_vs_ncu.py --out "$out/ncu" --budget-s 180 --repeats 2 ;;
+    # Issue 20: the GPU attacker's corpus as one class of 4 run slots; CUDA harnesses under a uid of their own;
+    # the words for a crash while a library loads.
+    isolation) run gpu-batch-isolation 210 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider \
+                 tests/test_gpu_batch_isolation.py
+               run gpu-sandbox-uids 60 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_sandbox.py \
+                 -k "segfault and local or uid_of_their_own" ;;
     sandbox) run gpu-sandbox-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_sandbox.py ;;
     # Issue 13: kernels' harnesses at once, the sanitizer cache, the arch probe kept across processes.
     speed) run gpu-speed-tests 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_speed.py \
