@@ -205,3 +205,24 @@ def test_a_log_says_which_runs_are_long_when_no_result_comes(monkeypatch) -> Non
     lines = long_lines()
     assert lines and "s299-timeout: their time limits end within 0:00:39" in lines[0], output.getvalue()
     assert len(lines) <= quiet / 0.2 + 1  # once per quiet LONG_RUN_S, not every tick (every 0.05 s)
+
+
+@pytest.mark.parametrize("euid, sandbox, secret, warned", [
+    (1000, "process", "s3cr3t", "can read the secret file and the gold outputs in "),
+    (1000, "process", None, "can read the gold outputs in "),
+    (0, "process", "s3cr3t", None),  # as root: a uid of its own per harness, which opens neither
+    (1000, "local", "s3cr3t", None),
+])
+def test_process_as_another_user_than_root_says_what_student_code_can_read(
+        euid: int, sandbox: str, secret: str | None, warned: str | None, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.cli.options import exposure_warning
+    from grader.pipeline import Options
+
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    words = exposure_warning(Options(cache_dir=tmp_path / "cache", sandbox=sandbox, secret=secret))
+    if warned is None:
+        assert words is None
+    else:
+        assert words is not None and warned in words and str(tmp_path / "cache") in words
+        assert "hidden cases are not secret" in words and "--sandbox local or docker" in words

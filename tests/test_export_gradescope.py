@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -134,12 +135,15 @@ def test_the_zip_holds_setup_and_an_executable_run_autograder_at_its_root(autogr
 
 
 def run_autograder(zip_path: Path, root: Path, submission: Path, cache_dir: Path,
-                   path_first: Path | None = None) -> dict:
+                   path_first: Path | None = None, secret_mode: int | None = None) -> dict:
     """Lay out `root` as Gradescope lays out /autograder, run run_autograder, read results.json.
 
-    path_first: a folder put first in PATH (stand-ins for the container's tools).
+    path_first: a folder put first in PATH (stand-ins for the container's tools). secret_mode: the
+    secret file's mode after unzipping, where a test needs another than the zip's.
     """
     gradescope.unpack(zip_path, root / "source")
+    if secret_mode is not None:
+        (root / "source" / "secret").chmod(secret_mode)
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     shutil.copytree(submission, root / "submission")
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "KERNEL_GRADER_PYTHON": sys.executable,
@@ -200,38 +204,43 @@ def test_an_upload_of_only_the_cpp_files_is_given_the_interface_headers(autograd
     assert "sandbox: process" not in document["output"]  # namespaces work here: the local sandbox graded it
 
 
-def test_run_autograder_falls_back_to_the_process_sandbox_where_namespaces_are_refused(
-        autograder_zip: Path, tmp_path: Path, cache_dir: Path) -> None:
-    """As in a Docker container with default capabilities: bubblewrap and unshare fail, nobody gets 0."""
-    flash = load_assignment("flash-attention-cpu")
+def refusing_namespaces(tmp_path: Path) -> Path:
+    """A folder of bwrap and unshare stand-ins that fail as in a Docker container with default capabilities."""
     refusing = tmp_path / "no-namespaces"
     refusing.mkdir()
     for tool in ("bwrap", "unshare"):
         (refusing / tool).write_text("#!/bin/sh\necho \"$0: Creating new namespace failed: Operation not "
                                      "permitted\" >&2\nexit 1\n")
         (refusing / tool).chmod(0o755)
+    return refusing
+
+
+def test_run_autograder_falls_back_to_the_process_sandbox_where_namespaces_are_refused(
+        autograder_zip: Path, tmp_path: Path, cache_dir: Path) -> None:
+    """As in a Docker container with default capabilities: bubblewrap and unshare fail, nobody gets 0."""
+    flash = load_assignment("flash-attention-cpu")
     upload = tmp_path / "upload"
     shutil.copytree(flash.reference_dir / "src", upload / "src")
-    document = run_autograder(autograder_zip, tmp_path / "autograder", upload, cache_dir, path_first=refusing)
+    document = run_autograder(autograder_zip, tmp_path / "autograder", upload, cache_dir,
+                              path_first=refusing_namespaces(tmp_path))
     assert document["score"] == pytest.approx(3.0), document["output"]
     assert document["output"].startswith("sandbox: process (this container allows no namespaces)")
     assert document["visibility"] == "visible"
 
 
-def test_run_autograder_in_a_docker_container_with_default_capabilities(autograder_zip: Path, tmp_path: Path,
-                                                                        docker_ready: None) -> None:
-    """The real thing: Docker's default capabilities refuse namespaces (unshare and bubblewrap alike)."""
+def run_autograder_in_docker(zip_path: Path, tmp_path: Path, files: dict[str, bytes]) -> tuple[dict, str]:
+    """run_autograder as root in a container of the grading image, with Docker's default capabilities (which
+    refuse namespaces: unshare and bubblewrap alike) and no network; `files` uploaded flat: (results.json, log)."""
     import importlib.util
 
     from grader.sandbox.docker import DEFAULT_IMAGE, docker_client
 
-    flash = load_assignment("flash-attention-cpu")
     root = tmp_path / "autograder"
-    gradescope.unpack(autograder_zip, root / "source")
+    gradescope.unpack(zip_path, root / "source")
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     (root / "submission").mkdir()
-    for name in ("standard_attention.cpp", "flash_attention.cpp"):
-        shutil.copy(flash.reference_dir / "src" / name, root / "submission" / name)
+    for name, data in files.items():
+        (root / "submission" / name).write_bytes(data)
     # The grading image has Python, NumPy and g++; the grader's pure-Python dependencies come from here.
     deps = tmp_path / "deps"
     for package in ("rich", "jinja2", "markupsafe", "pygments", "markdown_it", "mdurl", "git", "gitdb", "smmap"):
@@ -246,8 +255,107 @@ def test_run_autograder_in_a_docker_container_with_default_capabilities(autograd
         environment={"PYTHONPATH": "/deps", "GIT_PYTHON_REFRESH": "quiet", "KERNEL_GRADER_PYTHON": "/usr/bin/python3"})
     document = json.loads((root / "results" / "results.json").read_text())
     validate(document)
-    assert document["score"] == pytest.approx(3.0), log.decode(errors="replace")[-3000:]
+    return document, log.decode(errors="replace")
+
+
+def test_run_autograder_in_a_docker_container_with_default_capabilities(autograder_zip: Path, tmp_path: Path,
+                                                                        docker_ready: None) -> None:
+    """The real thing: Docker's default capabilities refuse namespaces (unshare and bubblewrap alike)."""
+    flash = load_assignment("flash-attention-cpu")
+    files = {name: (flash.reference_dir / "src" / name).read_bytes()
+             for name in ("standard_attention.cpp", "flash_attention.cpp")}
+    document, log = run_autograder_in_docker(autograder_zip, tmp_path, files)
+    assert document["score"] == pytest.approx(3.0), log[-3000:]
     assert document["output"].startswith("sandbox: process (this container allows no namespaces)")
+
+
+SECRET_TEXT = "course-secret"  # what autograder_zip's secret file holds
+# A static constructor in the student's standard_attention.cpp that reads the autograder's secret before any
+# case runs. A read that succeeds prints the secret and aborts the library's load: the leak then shows in the
+# score as well as in the log. A refused one says so and lets the reference's code pass every case.
+STATIC_CONSTRUCTOR_LEAK = """
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+namespace {
+const bool secret_read = [] {
+    std::ifstream in("%s");
+    if (!in.is_open()) { std::fprintf(stderr, "LEAK:SECRET-NOT-READABLE\\n"); return false; }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::fprintf(stderr, "LEAK:%%s\\n", text.c_str());
+    std::abort();
+}();
+}  // namespace
+"""
+
+
+def leaking_upload(secret_path: str, how: str) -> dict[str, bytes]:
+    """The reference's two files, flat, as a student uploads them, with one way to read the secret.
+
+    how: "static-constructor" (read when the library loads, before any case) or "include" (the compiler
+    reads it, and its error message would quote the text).
+    """
+    source = load_assignment("flash-attention-cpu").reference_dir / "src"
+    standard = (source / "standard_attention.cpp").read_bytes()
+    if how == "static-constructor":
+        standard += (STATIC_CONSTRUCTOR_LEAK % secret_path).encode()
+    else:
+        standard = f'#include "{secret_path}"\n'.encode() + standard
+    return {"standard_attention.cpp": standard, "flash_attention.cpp": (source / "flash_attention.cpp").read_bytes()}
+
+
+def assert_the_secret_stayed_secret(document: dict, how: str) -> None:
+    """Nothing of the secret anywhere in results.json; the reference's code, read refused, still graded as it is."""
+    assert SECRET_TEXT not in json.dumps(document), document["output"][-3000:]
+    by_name = {t["name"]: t for t in document["tests"]}
+    if how == "static-constructor":  # the read was refused, and the library loaded and passed every case
+        assert document["score"] == pytest.approx(3.0), document["output"][-3000:]
+    else:  # the compiler could not open it: a compile error of standard_attention that names the file only
+        failed = by_name["standard_attention / one-row"]
+        assert failed["status"] == "failed" and "compile error" in failed["output"], failed["output"]
+        assert re.search(r"source/secret: (Permission denied|No such file or directory)", failed["output"]), \
+            failed["output"]
+
+
+@pytest.mark.parametrize("how", ["static-constructor", "include"])
+@pytest.mark.parametrize("namespaces, secret_mode", [(True, None), (False, None), (False, 0o644)],
+                         ids=["local", "process", "process-secret-0644"])
+def test_student_code_cannot_read_the_autograders_secret(how: str, namespaces: bool, secret_mode: int | None,
+                                                         autograder_zip: Path, tmp_path: Path,
+                                                         cache_dir: Path) -> None:
+    """Where namespaces work (local) and where they are refused (the process fallback, as root: a uid of its
+    own, and the zip's secret is root's alone, mode 0600): neither the kernel nor its compiler reads it.
+
+    The control: the fallback with the secret made readable to all (0644) leaks it, so a leak would be seen.
+    """
+    if not namespaces and os.geteuid() != 0:
+        pytest.skip("the process fallback leaves the grader's user only as root (as run_autograder is run)")
+    root = tmp_path / "autograder"
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    for name, data in leaking_upload(str(root / "source" / "secret"), how).items():
+        (upload / name).write_bytes(data)
+    document = run_autograder(autograder_zip, root, upload, cache_dir, secret_mode=secret_mode,
+                              path_first=None if namespaces else refusing_namespaces(tmp_path))
+    assert ("sandbox: process" in document["output"]) is not namespaces, document["output"][-3000:]
+    if secret_mode is None:
+        assert oct((root / "source" / "secret").stat().st_mode & 0o777) == oct(0o600)
+        assert_the_secret_stayed_secret(document, how)
+        return
+    assert document["score"] < 3  # the static constructor read it and aborted; the include did not compile
+    if how == "include":  # the compiler's message quotes what it read
+        assert SECRET_TEXT in json.dumps(document), document["output"][-3000:]
+
+
+@pytest.mark.parametrize("how", ["static-constructor", "include"])
+def test_student_code_cannot_read_the_secret_in_a_docker_container(how: str, autograder_zip: Path, tmp_path: Path,
+                                                                  docker_ready: None) -> None:
+    """As on Gradescope: root in a container that refuses namespaces, the secret at /autograder/source/secret."""
+    document, log = run_autograder_in_docker(autograder_zip, tmp_path, leaking_upload("/autograder/source/secret", how))
+    assert document["output"].startswith("sandbox: process (this container allows no namespaces)"), log[-3000:]
+    assert_the_secret_stayed_secret(document, how)
 
 
 def test_a_grader_failure_still_gives_gradescope_a_results_json(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ card has); the looping kernel is stopped by its per-call limit (20 s here).
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import time
@@ -74,13 +73,14 @@ def test_the_gpu_attackers_corpus_graded_as_one_class_hurts_no_one(gpt2: Assignm
     store = tmp_path / "grades.sqlite"
     batch = ClassBatch(roster, gpt2, Options(cache_dir=cache_dir, sandbox="local", secret=SECRET), store,
                        LocalExecutor(run_slots=RUN_SLOTS), Fetching(tmp_path / "clones"))
-    output = io.StringIO()
+    # Live on stdout: seen with -s even when a time box ends the run, and in the report of a failure.
+    console = Console(width=200)
     processes = ProcessCount()
     processes.start()
     started = time.monotonic()
     with loopback_listener(ATTACK_PORT) as (_, accepted):
         try:
-            assert grade_class(batch, Console(file=output, width=200)) == 0
+            assert grade_class(batch, console) == 0
         finally:
             processes.stop.set()
             processes.join()
@@ -89,7 +89,6 @@ def test_the_gpu_attackers_corpus_graded_as_one_class_hurts_no_one(gpt2: Assignm
     retried = {s: [f"{r.stage}: {r.fault}" for r in result.retries] for s, result in results.items() if result.retries}
     print(f"gpt2-m1: {len(results)} submissions with {RUN_SLOTS} run slots on one GPU in {seconds:.1f} s; the "
           f"machine's process count peaked at {processes.peak}; retried alone: {retried or 'none'}")
-    print(output.getvalue())
     assert set(results) == set(class_)
     assert {s: r.message for s, r in results.items() if r.status == "error"} == {}
     for name, variant in class_.items():

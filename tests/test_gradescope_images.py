@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from test_export_gradescope import autograder_zip  # noqa: F401 -- the zip as `grader export gradescope` writes it
+from test_export_gradescope import assert_the_secret_stayed_secret, leaking_upload
 from grader.errors import GraderError
 from grader.samples import variants
 from grader.spec import load_assignment
@@ -209,3 +210,15 @@ def test_a_mutant_loses_points_and_is_told_which_case_failed(autograder_image: t
     sandbox = assert_sandbox_is_said(document, log)
     print(f"\n{version}: {mutant.name} scored {document['score']:g} in the {sandbox}; failed: "
           + "; ".join(f"{t['name']}: {t['output'].splitlines()[0]}" for t in failed))
+
+
+@pytest.mark.parametrize("how", ["static-constructor", "include"])
+def test_student_code_cannot_read_the_secret_on_the_image(how: str, autograder_image: tuple[str, str]) -> None:
+    """Gradescope's case: root in a container that refuses namespaces, the zip's secret unzipped by unzip
+    itself into /autograder/source (mode 0600, root's), student code run under a uid of its own."""
+    version, image = autograder_image
+    document, log = grade(image, leaking_upload("/autograder/source/secret", how))
+    sandbox = assert_sandbox_is_said(document, log)
+    assert_the_secret_stayed_secret(document, how)
+    print(f"\n{version}: a {how} read of /autograder/source/secret in the {sandbox}: refused, score "
+          f"{document['score']:g}")

@@ -36,7 +36,7 @@ for part in $parts; do
             run timer-vs-ncu 200 python3 benchmarks/timer_vs_ncu.py --out "$out/ncu" --budget-s 180 --repeats 2 ;;
     # Issue 20: the GPU attacker's corpus as one class of 4 run slots; CUDA harnesses under a uid of their own;
     # the words for a crash while a library loads.
-    isolation) run gpu-batch-isolation 210 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider \
+    isolation) run gpu-batch-isolation 480 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider \
                  tests/test_gpu_batch_isolation.py
                run gpu-sandbox-uids 60 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_sandbox.py \
                  -k "segfault and local or uid_of_their_own" ;;

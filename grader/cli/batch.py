@@ -16,12 +16,13 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader.batch.deadlines import Push, parse_deadline, read_push_log
 from grader.batch.fetch import FETCH_TIMEOUT_S
 from grader.batch.grade_class import ClassBatch, Fetching, Selection, collect_class, grade_class, show_status
 from grader.batch.late import with_overrides
-from grader.cli.options import add_grading_options, options_from
+from grader.cli.options import add_grading_options, exposure_warning, options_from
 from grader.dispatch import Executor, executor_named
 from grader.dispatch.slurm import SlurmExecutor
 from grader.errors import SubmissionError
@@ -104,6 +105,8 @@ def run(arguments: argparse.Namespace) -> int:
         assignment.late, grace_days=arguments.grace_days, penalty_per_day=arguments.penalty_per_day,
         cap=arguments.late_cap, max_late_days=arguments.max_late_days))
     options = options_from(arguments, public_only=False)
+    if exposed := exposure_warning(options):
+        console.print(f"[yellow]warning:[/] {escape(exposed)}", soft_wrap=True)
     shared_dir = arguments.shared_dir or Path("grader-batch") / assignment.name
     if arguments.collect:
         left = collect_class(arguments.store, assignment, options, SlurmExecutor(shared_dir), console,

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from grader.cli.options import add_grading_options, add_report_options, options_from, write_reports
+from grader.cli.options import add_grading_options, add_report_options, exposure_warning, options_from, write_reports
 from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
@@ -39,6 +39,8 @@ def run(arguments: argparse.Namespace) -> int:
     if options.secret is None:
         console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): "
                       "hidden cases use the public seed, so their outputs are predictable")
+    if exposed := exposure_warning(options):
+        console.print(f"[yellow]warning:[/] {escape(exposed)}", soft_wrap=True)
     with LiveLine(Console(stderr=True), "grading") as live:
         result = grade(arguments.submission, assignment, options, live.on_case)
     terminal.render(result, console, arguments.verbose)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from grader.cases import read_secret
@@ -45,6 +46,20 @@ def options_from(arguments: argparse.Namespace, public_only: bool) -> Options:
         upload=getattr(arguments, "upload", False),  # `grade --upload` only
         harnesses=arguments.harnesses,
     )
+
+
+def exposure_warning(options: Options) -> str | None:
+    """What `process` cannot keep from student code when the grader is not root, in words; None where nothing.
+
+    As root, `process` runs each harness (and its compiler) as a uid of its own that cannot open the
+    gold cache or a secret file of mode 0600. As any other user there is no such uid to drop to.
+    """
+    if options.sandbox != "process" or os.geteuid() == 0:
+        return None
+    hidden = "the secret file and " if options.secret is not None else ""
+    return (f"--sandbox process as a user other than root: student code runs as your own user and can read "
+            f"{hidden}the gold outputs in {options.cache_dir}, so hidden cases are not secret; use --sandbox local "
+            "or docker (docs/sandbox.md), or grade as root")
 
 
 def _at_least_one(text: str) -> int:
