@@ -116,10 +116,16 @@ def test_a_loop_in_one_case_costs_that_case_and_the_next_case_still_runs(tmp_pat
 
 
 def test_a_kernel_that_always_loops_costs_its_budget_not_the_limit_per_case(tmp_path: Path) -> None:
-    # Budget 5 s, limit 2 s per call: two cases time out, the third is stopped when the budget runs out.
+    # Budget 5 s, limit 2 s per call: two cases time out, the third is stopped when the budget runs out, or,
+    # where a loaded machine took the last second to end the second case, is never started.
     (kernel,) = grade_probe(tmp_path, "for (volatile int spin = 0; ; ) {}").kernels
-    assert [c.status for c in kernel.cases] == ["timeout", "timeout", "timeout"]
-    assert "the kernel's time budget (5 s for all its cases) ran out" in kernel.cases[2].message
+    assert [c.status for c in kernel.cases[:2]] == ["timeout", "timeout"]
+    third = kernel.cases[2]
+    if third.status == "timeout":
+        assert "the kernel's time budget (5 s for all its cases) ran out" in third.message, third.message
+    else:
+        assert third.status == "not_run", third.message
+        assert "not run: the kernel's time budget (5 s) was spent" in third.message, third.message
     assert kernel.status == "timeout" and kernel.score == 0
 
 

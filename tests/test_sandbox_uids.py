@@ -34,12 +34,27 @@ BOMB_KERNEL = "standard_attention"
 MACHINE_HEADROOM = 300
 
 
+def leased_here() -> set[int]:
+    """The sandbox uids this process holds a lease on now (an open lock file under LEASES): its own sandboxes'
+    uids, not those of another grader or test run on the machine, which lease from the same range."""
+    held = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+        if target.parent == LEASES and target.name.isdigit():
+            held.add(int(target.name))
+    return held
+
+
 class ProcessCounter:
     """Counts the machine's processes (/proc entries) and the tasks of each sandbox uid every 50 ms, from a thread."""
 
     def __init__(self) -> None:
         self.uids = uid_range()
-        self.samples: list[tuple[float, int, dict[int, int]]] = []  # (time, processes, tasks by sandbox uid)
+        # (time, processes, tasks by sandbox uid, the uids this process's sandboxes held)
+        self.samples: list[tuple[float, int, dict[int, int], set[int]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -53,8 +68,8 @@ class ProcessCounter:
         self._thread.join()
         self.samples.append((time.monotonic(), *self._count()))  # after the gradings: what they left
 
-    def _count(self) -> tuple[int, dict[int, int]]:
-        processes, tasks = 0, {}
+    def _count(self) -> tuple[int, dict[int, int], set[int]]:
+        processes, tasks, ours = 0, {}, leased_here()
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -68,22 +83,23 @@ class ProcessCounter:
             # A zombie runs nothing: its parent, or the machine's init, reaps it.
             if self.uids.first <= uid <= self.uids.last and not fields.get("State", "").strip().startswith("Z"):
                 tasks[uid] = tasks.get(uid, 0) + int(fields.get("Threads", "1"))
-        return processes, tasks
+        return processes, tasks, ours
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             self.samples.append((time.monotonic(), *self._count()))
 
     def most(self) -> int:
-        return max((count for _, count, _ in self.samples), default=self.at_start)
+        return max((count for _, count, _, _ in self.samples), default=self.at_start)
 
     def bomb_spans(self, cap: int) -> list[float]:
-        """Each bomb's seconds, from the first sample where its uid had more tasks than any harness or compiler
-        starts (a quarter of the cap) to the first where it had none; one bomb a harness (a case each)."""
+        """Each bomb's seconds, from the first sample where its uid, leased by this process, had more tasks than
+        any harness or compiler starts (a quarter of the cap) to the first where it had none; one bomb a harness
+        (a case each)."""
         spans, since = [], {}
-        for at, _, tasks in self.samples:
+        for at, _, tasks, ours in self.samples:
             for uid, count in tasks.items():
-                if count > cap // 4:
+                if count > cap // 4 and uid in ours:
                     since.setdefault(uid, at)
             for uid in [u for u in since if tasks.get(u, 0) == 0]:
                 spans.append(at - since.pop(uid))

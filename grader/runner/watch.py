@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ POLL_INTERVAL_S = 0.02
 LOG_TAIL = 2000  # characters of the harness's stdout/stderr kept in a message
 PROGRESS_LIMIT = 8 << 20  # bytes; the harness writes a few hundred per call
 BUDGET_SPENT = "budget-spent"  # the kernel's or the submission's whole time budget ran out
+LIMIT_KILL_GRACE_S = 5.0  # how long a run its sandbox is ending for a bound it reached may take to die
 # Told when a call starts (True) and when it ends (False) in its harness: a live line's hook (`grader check`).
 CaseWatcher = Callable[[Call, bool], None]
 # The folder that holds the grader package: the harness imports it from there.
@@ -123,6 +125,16 @@ class Session:
                 events.append(new_event(Event.OVERSIZED, bytes=_size(self.progress)))
                 return self._stop(process, events, offset, "was stopped: its progress file was flooded", None)
             now = time.monotonic()
+            over = now > deadline or (in_flight is not None
+                                      and now - in_flight_since > calls[in_flight].kernel.time_limit_s)
+            if over and self._read_limit(process):
+                # The sandbox's watchdog saw a bound reached first and is ending the run; on a loaded machine a
+                # large process takes a while to die. That bound ended it, not the time: its end is awaited.
+                try:
+                    returncode = process.wait(LIMIT_KILL_GRACE_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass  # still running: stopped below, its words naming the bound it had reached
             if in_flight is not None and now - in_flight_since > calls[in_flight].kernel.time_limit_s:
                 return self._stop(process, events, offset, "timeout", in_flight)
             if now > deadline:
