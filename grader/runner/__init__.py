@@ -189,6 +189,25 @@ def _merged(calls: list[Call], groups: list[list[int]], parts: list[RunReport],
     return report
 
 
+def _emptied(outbox: Path, seconds: float = 10.0) -> None:
+    """`outbox` made anew and empty for the next harness.
+
+    A killed harness's files may still be going (a container being removed, a tree of 10000 files on a
+    loaded machine): removing is tried again until the folder can be made, within `seconds`.
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        shutil.rmtree(outbox, ignore_errors=True)
+        try:
+            outbox.mkdir()
+            return
+        except FileExistsError:
+            if time.monotonic() > deadline:
+                raise MachineError(f"could not empty the kernel's output folder {outbox} for its next harness "
+                                   f"within {seconds:g} s", "harness") from None
+            time.sleep(0.05)
+
+
 def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
     """One kernel's calls, in order, in as many harnesses as its failures need; outcomes in the calls' order."""
     report = RunReport()
@@ -218,8 +237,7 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
                           f"not run: the kernel's time budget ({kernel.budget_s:g} s) was spent")
                 break
             report.harness_starts += 1
-            shutil.rmtree(outbox, ignore_errors=True)
-            outbox.mkdir()
+            _emptied(outbox)
             session = Session(workdir, outbox, report.harness_starts, run.on_case)
             stop = next_index + 1 if alone else len(calls)  # alone for the one case only: it holds the card
             with run.slots.harness(alone) as held:
