@@ -31,6 +31,7 @@ import threading
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -273,7 +274,9 @@ class LocalExecutor:
         try:
             feeder.start()
             try:
-                prepare_gold(assignment, options)  # once, before any run: every score then reads the cache
+                # Once, before any run: every score then reads the cache.
+                if (failure := prepare_gold_apart(assignment, options)) is not None:
+                    gold_failed.append(f"gold outputs could not be prepared: {failure}")
             except GraderError as error:
                 gold_failed.append(f"gold outputs could not be prepared: {error}")
             for runner in runners:
@@ -504,6 +507,29 @@ def _build_thread_init() -> None:
         os.setpriority(os.PRIO_PROCESS, thread, min(19, now + BUILD_NICE_INCREMENT))
     except (OSError, AttributeError):
         pass
+
+
+def prepare_gold_apart(assignment: Assignment, options: Options) -> str | None:
+    """`prepare_gold` in a process of its own; why it failed, or None.
+
+    Not in the grader's process: while NumPy's BLAS threads compute there, each fork of a build or a harness
+    waits on them (OpenBLAS's fork handler), and on the H200 a cold class stalled behind its gold with not one
+    submission graded in 480 s (benchmarks/spawn_under_load.py). Spawned, not forked, for the same reason.
+    """
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(_prepare_gold_in_words, assignment, options).result()
+        except BrokenProcessPool:
+            return "the process computing them died (out of memory?)"
+
+
+
+def _prepare_gold_in_words(assignment: Assignment, options: Options) -> str | None:
+    try:
+        prepare_gold(assignment, options)
+    except GraderError as error:  # as words: an exception with its own arguments may not unpickle
+        return str(error)
+    return None
 
 
 def _run_pool(device: str | None) -> ProcessPoolExecutor:
