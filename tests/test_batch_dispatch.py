@@ -178,6 +178,7 @@ def test_a_kernel_that_crashed_beside_another_submission_is_run_again_alone_and_
     meeting = threading.Barrier(2, timeout=120)
     running: list[str] = []
     reruns: list[tuple[list[str], list[str]]] = []  # (the kernels run again, the submissions running beside it)
+    harnesses_again: list[int | None] = []  # its harnesses at once: one (its own kernels hurt none of its own)
     guard = threading.Lock()
     real_execute = local.execute_stage
 
@@ -190,6 +191,7 @@ def test_a_kernel_that_crashed_beside_another_submission_is_run_again_alone_and_
             running.append(name)
             if again:
                 reruns.append(([k.name for k in built.kernels], [n for n in running if n != name]))
+                harnesses_again.append(options.harnesses)
         try:
             return real_execute(built, assignment, options, outputs)
         finally:
@@ -203,12 +205,13 @@ def test_a_kernel_that_crashed_beside_another_submission_is_run_again_alone_and_
             Job(1, "crash", compose(flash, segfault, tmp_path / "crash"))]
     results = {}
     LocalExecutor(build_jobs=2, gpus=["0"], run_slots=2).grade(
-        jobs, flash, Options(cache_dir=tmp_path / "cache"),
+        jobs, flash, Options(cache_dir=tmp_path / "cache", harnesses=2),
         lambda job, result: results.__setitem__(job.student, result))
     assert results["good"].score == 3 and SHARED_RUN not in results["good"].stages
     crash = results["crash"]
     # Run again once, the crashed kernel only, with nothing beside it; the other kernel's first run stands.
     assert SHARED_RUN in crash.stages and reruns == [(["flash_attention"], [])]
+    assert harnesses_again == [1]
     assert {k.name: k.status for k in crash.kernels} == {"standard_attention": "passed", "flash_attention": "crashed"}
     assert crash.stages["total"] >= crash.stages[SHARED_RUN] + crash.stages["run"]  # both runs are counted
 

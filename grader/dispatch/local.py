@@ -152,8 +152,11 @@ class LocalExecutor:
             pool: ProcessPoolExecutor | None = None  # this slot's own; a broken one is replaced, never shared
             gate = gates[device]
 
-            def execute(job: Job, built: Built, outputs: Path) -> Ran | Failed:
+            def execute(job: Job, built: Built, outputs: Path, alone: bool = False) -> Ran | Failed:
                 nonlocal pool
+                # Alone, its kernels also run one at a time: a kernel that takes the whole GPU (all its memory)
+                # then hurts no kernel of its own submission either, and the run says whose fault it is.
+                run_options = dataclasses.replace(options, harnesses=1) if alone else options
                 limit = assignment.submission_time_limit_s or sum(k.budget_s for k in built.kernels)
                 with self._running_lock:
                     self._running[job.student] = (time.monotonic(), limit)
@@ -161,7 +164,7 @@ class LocalExecutor:
                     pool = pool or _run_pool(device)
                     # Shared with the other slots; a timing job (`grader time`) holds it alone.
                     with gpu_lock(exclusive=False, gpu=device) if device is not None else contextlib.nullcontext():
-                        return pool.submit(execute_stage, built, assignment, options, outputs).result()
+                        return pool.submit(execute_stage, built, assignment, run_options, outputs).result()
                 except Exception as error:
                     failed = Failed.of("run", error)
                     if failed.fault is not None and pool is not None:  # its process may be gone or half started
@@ -190,7 +193,7 @@ class LocalExecutor:
                     item = later.pop(0)
                     with gate.alone():
                         if isinstance(item, Confirm):
-                            again = execute(item.job, kernels_again(item.built, item.first, item.crashed), item.outputs)
+                            again = execute(item.job, kernels_again(item.built, item.first, item.crashed), item.outputs, alone=True)
                             done(item.job, with_kernels_again(item.first, again, item.crashed)
                                  if isinstance(again, Ran) else again.alone(), item.outputs)
                             continue
@@ -203,7 +206,7 @@ class LocalExecutor:
                                 done(item.job, Failed.of("build", error).alone(item.failed), item.outputs, retries)
                                 continue
                         _empty(item.outputs)  # what the failed attempt left
-                        ran = execute(item.job, built, item.outputs)
+                        ran = execute(item.job, built, item.outputs, alone=True)
                         done(item.job, ran.alone(item.failed) if isinstance(ran, Failed) else ran, item.outputs,
                              retries)
 
