@@ -9,13 +9,14 @@ initialise scratch as the spec says, call the kernel, check that the inputs and 
 unchanged and that the call did not keep more device memory than allowed, and save the outputs as
 .npy. Progress goes to PROGRESS.jsonl one line per event (`grader.protocol`), so that when this
 process dies the runner knows which call was in flight. Gold outputs never enter this process,
-with one deliberate exception: a forward-pass call's layer-by-layer pass computes each step's
-swap-in gold here, just in time, once that step's output is saved and sealed
-(`grader.forward.harness` says why that is safe).
+with one deliberate exception: a check's composed call may compute a step's swap-in gold here,
+just in time, once that step's output is saved and sealed (its check's harness half says why that
+is safe).
 
 Only the standard library, NumPy, `grader.protocol` and the target's harness half (the plan's
-`device_module`) are imported here; a harness running a forward-pass call also imports
-`grader.forward.harness` (NumPy and the pack's numpy_reference.py).
+`device_module`) are imported here; a harness running a composed call also imports its check's
+harness half (the composition's `runner`: NumPy, `grader.checks.program`, and maybe the pack's
+numpy_reference.py).
 """
 
 from __future__ import annotations
@@ -121,8 +122,8 @@ def load_library(device: Device, path: str, progress: Progress, index: int) -> A
 
 def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str, Any], progress: Progress,
              index: int) -> bool:
-    if call.forward is not None:
-        return _run_forward_call(plan, call, device, libraries, progress, index)
+    if call.composition is not None:
+        return _run_composed_call(plan, call, device, libraries, progress, index)
     library = libraries.get(call.library)
     if library is None:
         library = libraries[call.library] = load_library(device, call.library, progress, index)
@@ -167,25 +168,27 @@ def _memory_kept_within(plan: Plan, device: Device, progress: Progress, index: i
     return True
 
 
-def _run_forward_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str, Any], progress: Progress,
-                      index: int) -> bool:
-    """A forward-pass call: its six libraries loaded once per harness, then its pass (`grader.forward.harness`)."""
-    # Imported here: a kernel's harness, which runs none, keeps to the protocol and its target's half.
-    from grader.forward.harness import run_forward
-
-    assert call.forward is not None
-    for path in call.forward.libraries.values():
+def _run_composed_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str, Any], progress: Progress,
+                       index: int) -> bool:
+    """A composed call: its kernels' libraries loaded once per harness, then its program, run by its check's
+    harness half (the composition's `runner`), which saves and seals each output as it goes."""
+    composition = call.composition
+    assert composition is not None
+    for path in composition.libraries.values():
         if path not in libraries:
             libraries[path] = load_library(device, path, progress, index)
-    loaded = {kernel: libraries[path] for kernel, path in call.forward.libraries.items()}
-    ran = run_forward(call.forward, Path(call.output_dir), device, loaded, progress.emit, index)
+    loaded = {kernel: libraries[path] for kernel, path in composition.libraries.items()}
+    # Imported here: a kernel's harness, which runs none, keeps to the protocol and its target's half.
+    runner = importlib.import_module(composition.runner)
+    completion = runner.run(composition, Path(call.output_dir), device, loaded, progress.emit, index)
     device.release()
-    if not ran.ok:
-        progress.emit(Event.END, index, **Ended(EndStatus.DEVICE_ERROR, message=ran.error).fields())
+    if completion.status != 0:
+        progress.emit(Event.END, index, **Ended(EndStatus.DEVICE_ERROR,
+                                                message=completion.error or f"error code {completion.status}").fields())
         return False
     if not _memory_kept_within(plan, device, progress, index):
         return False
-    progress.emit(Event.END, index, **Ended(EndStatus.OK, ran.wall_ms, ran.device_ms).fields())
+    progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms).fields())
     return True
 
 

@@ -16,9 +16,8 @@ import numpy as np
 
 from grader import __version__
 from grader.build import Artifact, build_submission, toolchain_for
-from grader.forward.check import forward_calls, forward_results, forward_steps, gold_for, not_built
-from grader.forward.gold import forward_gold
-from grader.forward.inputs import prepare_forward_inputs
+from grader.checks.grading import (check_calls, check_gold, check_results, prepare_check_gold, prepare_check_inputs,
+                                   unprepared)
 from grader.cases import Seed, prepare_inputs
 from grader.compare import Verdict, compare
 from grader.device import certainly_unavailable, unavailable_reason
@@ -85,9 +84,10 @@ class Built:
     seed: Seed
     stages: StageTimes  # so far
     variants: tuple[VariantSources, ...] = ()  # what the sources stage found of the selected kernels' variant folders
-    # The forward-pass checks whose six kernels are all selected ("forward", "req_0/forward", ...), and their inputs.
-    forward_checks: tuple[Kernel, ...] = ()
-    forward_inputs: Path | None = None
+    # The checks' kernels whose composed kernels are all selected (grader.checks), and each check's inputs by its
+    # name (none where nothing will run).
+    checks: tuple[Kernel, ...] = ()
+    check_inputs: dict[str, Path] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,13 +145,13 @@ def build_stage(path: Path | Checkout, assignment: Assignment, options: Options)
                                  sandbox=sandbox_named(options.sandbox))
     lap("build")
     seed, selection = _selection(assignment, kernels, options)
-    checks = assignment.forward_checks(kernels)
-    # Not where nothing will run (a laptop, CI): the weights are half a gigabyte. Known without the driver,
-    # since batches build in worker processes that must not initialise CUDA.
-    forward_inputs = prepare_forward_inputs(assignment, options.cache_dir) \
-        if checks and not certainly_unavailable(assignment.target) else None
+    checks = assignment.checks_among(kernels)
+    # Not where nothing will run (a laptop, CI): a check's inputs may be large (GPT-2's weights: half a gigabyte).
+    # Known without the driver, since batches build in worker processes that must not initialise CUDA.
+    check_inputs = prepare_check_inputs(assignment, checks, options.cache_dir) \
+        if checks and not certainly_unavailable(assignment.target) else {}
     lap("inputs")
-    return Built(checkout, kernels, artifacts, selection, seed, lap.times(), sources.variants, checks, forward_inputs)
+    return Built(checkout, kernels, artifacts, selection, seed, lap.times(), sources.variants, checks, check_inputs)
 
 
 def run_stage(built: Built, assignment: Assignment, options: Options, on_case: CaseWatcher | None = None) -> Result:
@@ -184,14 +184,13 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
     lap = _Segment(built.stages)
     calls = [Call(k, c, built.artifacts[k.name].library, inputs, outputs_dir / k.name / c.name)  # type: ignore[arg-type]
              for k, c, inputs in built.selection if built.artifacts[k.name].status == BuildStatus.BUILT]
-    if built.forward_inputs is not None:  # its own harness, beside the kernels'
-        calls += forward_calls(assignment, built.forward_checks, built.artifacts, built.forward_inputs, outputs_dir)
-    if (calls or built.forward_checks) and (reason := unavailable_reason(assignment.target)):
+    # The checks' calls, in harnesses of their own beside the kernels'.
+    calls += check_calls(assignment, built.checks, built.artifacts, built.check_inputs, outputs_dir)
+    if (calls or built.checks) and (reason := unavailable_reason(assignment.target)):
         # Compile feedback still counts on a laptop: every kernel was built; none can run here.
         keys = [(c.kernel.name, c.case.name) for c in calls]
-        if built.forward_inputs is None:  # not prepared: the checks whose kernels built, not run either
-            keys += [(f.name, case.name) for f in built.forward_checks
-                     if not not_built(assignment, f, built.artifacts) for case in f.cases]
+        # Inputs not prepared: the checks whose kernels built, not run either.
+        keys += unprepared(assignment, built.checks, built.artifacts, built.check_inputs)
         outcomes = {key: CallOutcome(*key, CallStatus.NOT_RUN, f"not run: {reason}") for key in keys}
         return Ran(built, outcomes, "", lap.times(), not_run_reason=reason)
     deadline = time.monotonic() + submission_budget(assignment, calls)  # the run slot's, sanitizer included
@@ -203,8 +202,8 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
                             options.cache_dir) if options.sanitizer and calls else None
     harnesses = harnesses_for(len({c.kernel.name for c in calls}), options.harnesses)
     started = time.perf_counter()
-    # compute-sanitizer checks kernels, not the forward pass that composes them.
-    then = (lambda kernel, ended: () if kernel in built.forward_checks else check.after_run(kernel, ended)) \
+    # compute-sanitizer checks kernels, not the checks that compose them.
+    then = (lambda kernel, ended: () if kernel in built.checks else check.after_run(kernel, ended)) \
         if check else None
     report = run_calls(assignment, calls, sandbox, parallel=harnesses, then=then, on_case=on_case) if calls else None
     sanitizer: dict[str, list[SanitizerReport]] = report.after if report else {}
@@ -240,7 +239,7 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     # Gold only where something ran: a compile-only grade (no GPU here) needs none.
     needed = [(k, c, i) for k, c, i in selection if (k.name, c.name) in ran_ok]
     gold = gold_outputs(assignment, needed, options.cache_dir, sandbox, options.cuda_arch) if needed else {}
-    forward = gold_for(assignment, ran.built.forward_checks, outcomes, ran.built.forward_inputs, options.cache_dir)
+    checks_gold = check_gold(assignment, ran.built.checks, outcomes, ran.built.check_inputs, options.cache_dir)
     lap("gold")
 
     def verdict_of(kernel: Kernel, case: Case) -> Verdict | None:
@@ -261,8 +260,8 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
                              kernel.tolerance_for(case)) for case in (c for k, c, _ in selection if k is kernel)]
         kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name),
                                            ran.logs.get(kernel.name, "")))
-    kernel_results += forward_results(assignment, ran.built.forward_checks, artifacts, outcomes, forward, ran.logs,
-                                      ran.not_run_reason)
+    kernel_results += check_results(assignment, ran.built.checks, artifacts, outcomes, checks_gold, ran.logs,
+                                    ran.not_run_reason)
     kernel_results, variants = score_variants(assignment, kernel_results, ran.built.variants, artifacts)
     lap("compare_and_score")
 
@@ -290,9 +289,7 @@ def prepare_gold(assignment: Assignment, options: Options) -> None:
     kernels = assignment.select(options.kernels)
     _, selection = _selection(assignment, kernels, options)
     gold_outputs(assignment, selection, options.cache_dir, sandbox_named(options.sandbox), options.cuda_arch)
-    if assignment.forward_checks(kernels):
-        forward_gold(assignment, forward_steps(assignment), prepare_forward_inputs(assignment, options.cache_dir),
-                     options.cache_dir)
+    prepare_check_gold(assignment, kernels, options.cache_dir)
 
 
 def not_graded(assignment: Assignment, options: Options, status: SubmissionStatus, message: str,
@@ -301,7 +298,7 @@ def not_graded(assignment: Assignment, options: Options, status: SubmissionStatu
     kernels = assignment.select(options.kernels)
     return Result(
         assignment=assignment.name, assignment_version=assignment.version, title=assignment.title, score=0.0,
-        max_score=round(sum(k.weight for k in (*kernels, *assignment.forward_checks(kernels))), 6), kernels=[], submission=submission,
+        max_score=round(sum(k.weight for k in (*kernels, *assignment.checks_among(kernels))), 6), kernels=[], submission=submission,
         environment=_environment(assignment, options, sandbox_named(options.sandbox), ""), stages={},
         seed={}, public_only=options.public_only, graded_at=_now(), status=status, message=message,
     )

@@ -10,9 +10,9 @@ A harness writes one JSON object a line to its progress file, in this grammar:
     start i, [loading i, loaded i,]... [sealed i]... end i; and finally finished
 
 `loading`/`loaded` surround the first load of a library (its static constructors run between
-them; a forward-pass call loads its six). `sealed` is a forward-pass call's: one output saved, with
-its digest, written before the next step's student code runs (the runner reads the events live, so
-a later rewrite of that file is found). Anything out of this order was written by the code under test.
+them; a composed call loads each of its kernels'). `sealed` is a composed call's: one output saved,
+with its digest, written before the next step's student code runs (the runner reads the events live,
+so a later rewrite of that file is found). Anything out of this order was written by the code under test.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
@@ -78,78 +78,76 @@ Argument = Union[ScalarArgument, BufferArgument]
 
 @dataclass(frozen=True)
 class SliceArgument:
-    """A pointer parameter of one forward-pass step: a slice of one of the pass's allocations."""
+    """A pointer parameter of one step of a composed call: a slice of one of the call's allocations."""
 
     name: str
     role: str  # "input", "output" or "scratch", as the kernel's spec says
     dtype: str
-    space: str  # the allocation: "activations", "parameters" or "tokens"
+    space: str  # the allocation: a key of the composition's `spaces`
     offset: int  # elements from the allocation's start
     count: int  # elements the kernel is given (its spec's allocation)
     shape: tuple[int, ...]  # what the step's gold function sees (the spec's shape)
     null: bool = False
-    mutable: bool = False  # an input the kernel may overwrite (attention's packed QKV)
+    mutable: bool = False  # an input the kernel may overwrite (as the kernel's spec says)
 
 
 StepArgument = Union[ScalarArgument, SliceArgument]
 
 
 @dataclass(frozen=True)
-class ForwardStep:
-    """One kernel call of the forward pass: its library's kernel, its arguments, the file its output is saved as."""
+class Step:
+    """One kernel call of a composed program: its library's kernel, its arguments, the file its output is saved as."""
 
-    kernel: str  # the base kernel's name: the key of its library and its numpy_reference function
+    kernel: str  # the composed kernel's base name: the key of its library (and of its gold function)
     arguments: tuple[StepArgument, ...]
     output: str  # file stem ("step-024")
 
 
 @dataclass(frozen=True)
+class Space:
+    """One allocation a composed program's steps share: its elements, and what it holds before the first step."""
+
+    dtype: str
+    count: int
+    file: str = ""  # a .npy of `count` elements written into it (uploaded straight from its pages); "": zeros
+
+
+@dataclass(frozen=True)
 class Region:
-    """A named slice of the activations ("layer 3's ln2"), for saying where a stray write landed."""
+    """A named slice of one allocation ("layer 3's ln2"), for saying where a stray write landed."""
 
     name: str
+    space: str
     offset: int
     count: int
     gold: bool  # a step's graded output (its gold is swapped in); else scratch the kernels may leave anything in
 
 
 @dataclass(frozen=True)
-class ForwardPlan:
-    """A forward-pass call: the composition of the student's kernels, and which pass of it to run.
+class Composition:
+    """A composed call: several of the student's kernels called in order over shared allocations, as a whole
+    program calls them, each step's output saved and sealed before the next step runs.
 
-    `layers`: every step compared, its gold computed here from the pack's NumPy truth (float64) and
-    swapped in only once the step's output was saved and sealed; `logits`: end to end, the logits
-    saved; `generation`: greedy tokens from end-to-end passes at the fixed B, T.
+    What the program does with its steps (which ones it runs, how often, what it saves) is its check's
+    harness half, the module `runner` names: its `run(composition, output_dir, device, libraries, emit,
+    index)` returns a `grader.targets.Completion` for the whole call (`grader.checks`).
     """
 
-    mode: str  # "layers", "logits" or "generation"
-    libraries: dict[str, str]  # base kernel name -> its library
-    sizes: dict[str, int]  # allocation ("activations", "parameters", "tokens") -> elements
-    parameters_file: str  # .npy (float32, flat), uploaded straight from its pages
-    tokens_file: str  # .npy (int32, B x T)
-    reference_file: str  # the pack's numpy_reference.py (trusted), copied beside the inputs
-    steps: tuple[ForwardStep, ...]
-    regions: tuple[Region, ...]
-    logits_offset: int  # where the logits (B, T, Vp) start in the activations
-    B: int
-    T: int
-    V: int
-    Vp: int
-    prompt: int  # generation: tokens given; each pass adds one
-    generate: int
-
-    @property
-    def sealed_files(self) -> tuple[str, ...]:
-        """What the harness seals, in its order: the one sequence a `sealed` event may follow."""
-        return tuple(s.output for s in self.steps) if self.mode == "layers" else \
-            ("logits",) if self.mode == "logits" else ("tokens",)
+    runner: str  # the check's harness half, which the harness imports by this name
+    libraries: dict[str, str]  # composed kernel (base name) -> its library
+    spaces: dict[str, Space]  # allocation name -> what it is
+    steps: tuple[Step, ...]
+    sealed: tuple[str, ...]  # what the harness seals, in its order: the one sequence a `sealed` event may follow
+    regions: tuple[Region, ...] = ()  # the allocations' named slices
+    settings: dict[str, Any] = field(default_factory=dict)  # the runner's own (JSON values): which pass, shapes
 
     @classmethod
-    def from_dict(cls, document: dict[str, Any]) -> ForwardPlan:
-        steps = tuple(ForwardStep(s["kernel"], tuple(_step_argument(a) for a in s["arguments"]), s["output"])
+    def from_dict(cls, document: dict[str, Any]) -> Composition:
+        steps = tuple(Step(s["kernel"], tuple(_step_argument(a) for a in s["arguments"]), s["output"])
                       for s in document["steps"])
-        regions = tuple(Region(**r) for r in document["regions"])
-        return cls(**{**document, "steps": steps, "regions": regions})
+        return cls(**{**document, "spaces": {name: Space(**space) for name, space in document["spaces"].items()},
+                      "steps": steps, "sealed": tuple(document["sealed"]),
+                      "regions": tuple(Region(**r) for r in document["regions"])})
 
 
 @dataclass(frozen=True)
@@ -162,7 +160,7 @@ class PlannedCall:
     inputs_dir: str
     output_dir: str  # inside the sandbox's one writable folder
     arguments: tuple[Argument, ...]
-    forward: ForwardPlan | None = None  # a forward-pass call: its composition (no `arguments` of its own)
+    composition: Composition | None = None  # a composed call (a check's): its program (no `arguments` of its own)
 
 
 @dataclass(frozen=True)
@@ -178,9 +176,9 @@ class Plan:
 
     def to_json(self) -> str:
         document = asdict(self)
-        document["calls"] = [{**{k: v for k, v in asdict(call).items() if k != "forward"},
+        document["calls"] = [{**{k: v for k, v in asdict(call).items() if k != "composition"},
                               "arguments": [_argument_json(a) for a in call.arguments],
-                              **({"forward": _forward_json(call.forward)} if call.forward else {})}
+                              **({"composition": _composition_json(call.composition)} if call.composition else {})}
                              for call in self.calls]
         return json.dumps(document)
 
@@ -188,7 +186,8 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         document = json.loads(text)
         calls = tuple(PlannedCall(**{**call, "arguments": tuple(_argument(a) for a in call["arguments"]),
-                                     "forward": ForwardPlan.from_dict(call["forward"]) if call.get("forward") else None})
+                                     "composition": Composition.from_dict(call["composition"])
+                                     if call.get("composition") else None})
                       for call in document.pop("calls"))
         return cls(**document, calls=calls)
 
@@ -214,10 +213,10 @@ def _step_argument(document: dict[str, Any]) -> StepArgument:
     return SliceArgument(**{**fields, "shape": tuple(fields["shape"])})
 
 
-def _forward_json(forward: ForwardPlan) -> dict[str, Any]:
-    return {**asdict(forward), "steps": [{"kernel": s.kernel, "output": s.output,
-                                          "arguments": [_argument_json(a) for a in s.arguments]}
-                                         for s in forward.steps]}
+def _composition_json(composition: Composition) -> dict[str, Any]:
+    return {**asdict(composition), "steps": [{"kernel": s.kernel, "output": s.output,
+                                              "arguments": [_argument_json(a) for a in s.arguments]}
+                                             for s in composition.steps]}
 
 
 # The events: what the harness writes to its progress file, and how the runner reads them back.
@@ -231,7 +230,7 @@ class Event(str, enum.Enum):
     START = "start"  # call `index` begins (before its library is loaded)
     LOADING = "loading"  # call `index`'s library is being loaded: its static constructors run
     LOADED = "loaded"
-    SEALED = "sealed"  # a forward-pass call saved one output: `Sealed`'s fields
+    SEALED = "sealed"  # a composed call saved one output: `Sealed`'s fields
     END = "end"  # call `index` ended: `Ended`'s fields
     FINISHED = "finished"  # every planned call of this harness ended
     # Never the harness's: the runner's watcher puts it in place of a flooded progress file's lines.
@@ -377,12 +376,12 @@ def seal_of(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class Sealed:
-    """The `sealed` event's fields: one output of a forward-pass call, saved before the next step ran."""
+    """The `sealed` event's fields: one output of a composed call, saved before the next step ran."""
 
     file: str  # its stem in the call's output folder ("step-024", "logits", "tokens")
     digest: str  # seal_of its elements' bytes
     inputs_modified: tuple[str, ...] = ()  # the step's inputs it wrote into
-    outside: tuple[str, ...] = ()  # activations outside its arguments that changed during the step, named
+    outside: tuple[str, ...] = ()  # regions outside its arguments that changed during the step, named
 
     def fields(self) -> dict[str, Any]:
         return asdict(self)

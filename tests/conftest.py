@@ -98,8 +98,8 @@ def with_time_limit(assignment: Assignment, seconds: float) -> Assignment:
     """The same pack with a shorter per-call limit, so that hostile loops are stopped quickly."""
     kernels = tuple(dataclasses.replace(k, time_limit_s=seconds, time_budget_s=2 * seconds) for k in assignment.kernels)
     # The forward-pass checks compose the kernels: a looping one would cost them their own limit.
-    checks = tuple(dataclasses.replace(k, time_limit_s=seconds, time_budget_s=seconds) for k in assignment.forward_kernels)
-    return dataclasses.replace(assignment, kernels=kernels, forward_kernels=checks, submission_time_limit_s=None)
+    checks = tuple(dataclasses.replace(k, time_limit_s=seconds, time_budget_s=seconds) for k in assignment.check_kernels)
+    return dataclasses.replace(assignment, kernels=kernels, check_kernels=checks, submission_time_limit_s=None)
 
 
 @pytest.fixture(scope="session")

@@ -10,16 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grader.checks.forward.check import composition_of
+from grader.checks.forward.layout import (GRADED, activation_tensors, composition, parameter_tensors, regions,
+                                          steps_of, total)
+from grader.checks.forward.spec import FORWARD_KERNELS, Forward
+from grader.checks.forward.verdict import sealed_output
 from grader.errors import SpecError
-from grader.forward.layout import (GRADED, activation_tensors, composition, parameter_tensors, regions, steps_of,
-                                   total)
-from grader.forward.verdict import sealed_output
 from grader.pipeline import Options, grade
 from grader.report.hints import kernel_hints
-from grader.protocol import Event, ForwardPlan, Plan, PlannedCall, Sealed, event_line, seal_of
+from grader.protocol import Event, Plan, PlannedCall, Sealed, event_line, seal_of
 from grader.results import Result
 from grader.runner import CallOutcome
-from grader.spec import FORWARD_KERNELS, Forward, load_assignment
+from grader.spec import load_assignment
 from grader.status import CallStatus
 
 from conftest import copy_pack
@@ -32,11 +34,12 @@ GPT2 = Forward(weight=0.0, B=2, T=32)  # GPT-2 124M's shapes
 
 def test_gpt2_m1_declares_the_forward_check_unscored_and_m2_inherits_one_per_variant() -> None:
     m1, m2 = load_assignment("gpt2-m1"), load_assignment("gpt2-m2")
-    assert m1.forward is not None and (m1.forward.C, m1.forward.NH, m1.forward.L, m1.forward.Vp) == (768, 12, 12, 50304)
-    assert [(k.name, k.weight) for k in m1.forward_kernels] == [("forward", 0.0)]
-    assert m2.forward == m1.forward
-    assert [k.name for k in m2.forward_kernels] == ["forward"] + [f"{v.name}/forward" for v in m2.variants]
-    assert all(k.variant == k.name.split("/")[0] for k in m2.forward_kernels[1:])
+    forward = m1.check("forward")
+    assert (forward.C, forward.NH, forward.L, forward.Vp) == (768, 12, 12, 50304)  # check() raises where none
+    assert [(k.name, k.weight) for k in m1.check_kernels] == [("forward", 0.0)]
+    assert m2.check("forward") == forward
+    assert [k.name for k in m2.check_kernels] == ["forward"] + [f"{v.name}/forward" for v in m2.variants]
+    assert all(k.variant == k.name.split("/")[0] for k in m2.check_kernels[1:])
     # A variant's check composes that variant's six kernels.
     assert [k.name for k in m2.composed_by(m2.kernel("req_1/forward"))] == [f"req_1/{n}" for n in FORWARD_KERNELS]
 
@@ -151,8 +154,7 @@ def test_composition_passes_each_kernel_the_courses_parameters() -> None:
 def test_a_forward_plan_survives_its_json() -> None:
     m1 = load_assignment("gpt2-m1")
     steps = steps_of(GPT2, {k.name: k for k in m1.kernels})
-    plan = ForwardPlan("layers", {"matmul": "/x/matmul.so"}, {"activations": 3}, "p.npy", "t.npy", "r.py",
-                       tuple(s.plan for s in steps[:3]), regions(GPT2)[:2], 7, 2, 32, 50257, 50304, 28, 4)
+    plan = composition_of(GPT2, "layer-by-layer", steps[:3], {"matmul": "/x/matmul.so"}, Path("/in"))
     document = Plan("cuda", "grader.targets.cuda_device", False, None,
                     (PlannedCall("forward", "layer-by-layer", "/lib", "/in", "/out", (), plan),))
     assert Plan.from_json(document.to_json()) == document
@@ -168,10 +170,9 @@ def _calls(forward: bool):
     from grader.runner.plan import Call
 
     m1 = load_assignment("gpt2-m1")
-    check = m1.forward_kernels[0]
+    check = m1.check_kernels[0]
     steps = steps_of(GPT2, {k.name: k for k in m1.kernels})[:2]
-    plan = ForwardPlan("layers", {}, {}, "", "", "", tuple(s.plan for s in steps), (), 0, 1, 1, 1, 1, 1, 1) \
-        if forward else None
+    plan = composition_of(GPT2, "layer-by-layer", steps, {}, Path("/in")) if forward else None
     return [Call(check if forward else m1.kernel("gelu"), check.cases[0], Path("/lib"), Path("/in"), Path("/out"),
                  plan)]
 

@@ -26,7 +26,7 @@ def gpt2() -> Assignment:
 def test_reference_scores_ten_out_of_ten(gpt2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
     result = grade_variant(gpt2, None, tmp_path, cache_dir)
     assert {k.name: k.status for k in result.kernels} == {k.name: "passed" for k in (*gpt2.kernels,
-                                                                                     *gpt2.forward_kernels)}
+                                                                                     *gpt2.check_kernels)}
     assert result.score == result.max_score == 10
     assert "H200" in result.environment.device or result.environment.device
     assert all(c.device_ms is not None for k in result.kernels for c in k.cases)

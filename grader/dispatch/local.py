@@ -453,7 +453,7 @@ def kernels_again(built: Built, ran: Ran, kernels: set[str]) -> Built:
                         ran.stages.total)
     return dataclasses.replace(built, kernels=tuple(k for k in built.kernels if k.name in kernels),
                                selection=[s for s in built.selection if s[0].name in kernels], stages=stages,
-                               forward_checks=tuple(k for k in built.forward_checks if k.name in kernels))
+                               checks=tuple(k for k in built.checks if k.name in kernels))
 
 
 def with_kernels_again(first: Ran, again: Ran, kernels: set[str]) -> Ran:

@@ -5,8 +5,8 @@ A hint names the pattern and where to look; it never guesses when the figures do
 
 from __future__ import annotations
 
+from grader.checks import CHECK_NAMES, check_named
 from grader.results import CaseResult, KernelResult
-from grader.spec.model import FORWARD
 from grader.status import CaseStatus, KernelStatus
 
 # Signals that mean the kernel touched memory it does not own, and those that mean it aborted itself.
@@ -88,8 +88,8 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
         return [f"This assignment asks you to write this kernel yourself: replace the calls to "
                 f"{', '.join(kernel.forbidden_symbols) or 'the forbidden library'} with your own kernel code."]
     compared = [c for c in kernel.cases if c.status.was_judged]
-    if kernel.name.split("/")[-1] == FORWARD:
-        return _forward_hints({c.name: c.passed for c in compared})
+    if (check := kernel.name.split("/")[-1]) in CHECK_NAMES:  # a check's result: its plug-in's hints
+        return check_named(check).hints({c.name: c.passed for c in compared})
     passed = [c for c in compared if c.passed]
     failed = [c for c in compared if not c.passed]
     if not passed or not failed:
@@ -101,20 +101,6 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
                     f"('{largest.name}') passes and every larger one fails. Look at what only larger inputs "
                     "exercise: strides and index order (a transposed read is invisible when a size is 1), more "
                     "than one tile or block, partial tiles, state carried from one tile to the next."]
-    return []
-
-
-def _forward_hints(passed: dict[str, bool]) -> list[str]:
-    """The forward-pass check's: what failing it says beyond the kernels' own cases."""
-    if passed.get("layer-by-layer") is False:
-        return ["In the forward pass each step is given the gold of the steps before it, as a kernel's own cases "
-                "give it fresh inputs: a step that fails here while its kernel passes its own cases keeps state "
-                "between calls (a cache keyed by shape, a static buffer), writes outside its own tensor, or relies "
-                "on what other kernels left in memory."]
-    if passed.get("layer-by-layer") and (passed.get("logits") is False or passed.get("generation") is False):
-        return ["Every step passes with gold inputs, but end to end the pass drifts: each layer's error feeds the "
-                "next, so look at what loses precision (sums in half precision, a one-pass variance, fast-math "
-                "intrinsics) in the kernels closest to their tolerance."]
     return []
 
 

@@ -41,8 +41,8 @@ class CallOutcome:
     limit: LimitKind | None = None  # the limit that ended it ("processes", "memory", ...; "time": its time limit)
     signal: str | None = None  # the signal that killed the harness during it ("SIGSEGV"), where one did
     tampered: bool = False  # its kernel's code forged or flooded the progress channel: its results are void
-    # A forward-pass call's outputs as the harness sealed them while it ran, in order (also for one
-    # that crashed later: how far it got).
+    # A composed call's outputs as the harness sealed them while it ran, in order (also for one that
+    # crashed later: how far it got).
     seals: tuple[Sealed, ...] = ()
 
 
@@ -53,7 +53,7 @@ def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], s
     The events must follow the harness's grammar (start i, [loading, loaded,] end i, start i+1, ...,
     finished) from `start` to `stop`: anything else was written by the code under test, and fails
     its kernel. A failed case costs itself: the next harness starts at the case after it. A
-    forward-pass call's `sealed` events (between its loads and its end) are kept on its outcome.
+    composed call's `sealed` events (between its loads and its end) are kept on its outcome.
     """
     seals: dict[int, list[Sealed]] = {}
     following = _record(ended, timed_out_index, calls, start, stop, outcomes, spent, seals)
@@ -155,8 +155,8 @@ def crashed_while_loading(ended: HarnessExit) -> str:
 
 
 def _next_seal(call: Call, sealed: list[Sealed]) -> str | None:
-    """The file a forward-pass call seals next (None: it seals nothing more, or is no forward-pass call)."""
-    files = call.forward.sealed_files if call.forward is not None else ()
+    """The file a composed call seals next (None: it seals nothing more, or is no composed call)."""
+    files = call.composition.sealed if call.composition is not None else ()
     return files[len(sealed)] if len(sealed) < len(files) else None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.protocol import Argument, BufferArgument, ForwardPlan, Plan, PlannedCall, ScalarArgument
+from grader.protocol import Argument, BufferArgument, Composition, Plan, PlannedCall, ScalarArgument
 from grader.runner.limits import device_memory_limit
 from grader.spec import Assignment, Case, Kernel, allocation_of, shape_of
 from grader.targets import target_of
@@ -15,8 +15,8 @@ from grader.targets import target_of
 class Call:
     """One kernel on one case, as the harness will perform it.
 
-    A forward-pass call (`forward`) composes several kernels: `library` is then the folder that holds
-    their libraries (the sandbox shows it whole), and `kernel` the check's (`grader.forward`).
+    A composed call (`composition`, a check's) calls several kernels: `library` is then the folder that
+    holds their libraries (the sandbox shows it whole), and `kernel` the check's (`grader.checks`).
     """
 
     kernel: Kernel
@@ -24,7 +24,7 @@ class Call:
     library: Path
     inputs_dir: Path
     output_dir: Path
-    forward: ForwardPlan | None = None
+    composition: Composition | None = None
 
 
 def plan_for(assignment: Assignment, calls: list[Call], outbox: Path, sanitizer: bool) -> Plan:
@@ -39,9 +39,9 @@ def plan_for(assignment: Assignment, calls: list[Call], outbox: Path, sanitizer:
 def planned(call: Call, output_dir: Path) -> PlannedCall:
     """One call as the harness performs it: every parameter of the signature, in order, with the case's values."""
     arguments: list[Argument] = []
-    if call.forward is not None:
+    if call.composition is not None:
         return PlannedCall(call.kernel.name, call.case.name, str(call.library), str(call.inputs_dir), str(output_dir),
-                           (), call.forward)
+                           (), call.composition)
     for parameter in call.kernel.signature.parameters:
         if not parameter.pointer:
             arguments.append(ScalarArgument(parameter.name, parameter.ctype, call.case.params[parameter.name]))

@@ -9,15 +9,15 @@ The package, one module per job: `model` (the typed objects), `shapes` (shape ex
 (where packs are).
 """
 
-from grader.spec.model import (EVIDENCE, FORWARD, FORWARD_CASES, FORWARD_KERNELS, INITS, LIBRARIES, SCALAR_DTYPES,
-                               Assignment, Buffer, Case, Evidence, Forward, GoldSource, Init, Kernel, LatePolicy,
-                               Parameter, PartialCredit, Role, Signature, Tolerance, Variant)
+from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, SCALAR_DTYPES, Assignment, Buffer, Case, Evidence,
+                               GoldSource, Init, Kernel, LatePolicy, Parameter, PartialCredit, Role, Signature,
+                               Tolerance, Variant)
 from grader.spec.packs import PROJECT_ROOT, find_pack, list_assignments
 from grader.spec.shapes import allocation_of, evaluate, shape_of
 from grader.spec.signature import parse_signature
 from grader.spec.loader import SANITIZER_TOOLS, load_assignment
 
-__all__ = ["FORWARD", "FORWARD_CASES", "FORWARD_KERNELS", "Forward", "EVIDENCE", "Evidence", "Variant", "INITS", "LIBRARIES", "PROJECT_ROOT", "SANITIZER_TOOLS", "SCALAR_DTYPES", "Assignment", "Buffer", "Case",
+__all__ = ["EVIDENCE", "Evidence", "Variant", "INITS", "LIBRARIES", "PROJECT_ROOT", "SANITIZER_TOOLS", "SCALAR_DTYPES", "Assignment", "Buffer", "Case",
            "GoldSource", "Init", "Kernel", "LatePolicy", "Parameter", "PartialCredit", "Role", "Signature",
            "Tolerance", "allocation_of", "evaluate", "find_pack", "list_assignments", "load_assignment",
            "parse_signature", "shape_of"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 try:
@@ -11,16 +11,18 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from grader.checks import CHECK_NAMES, CheckSpec, check_named
 from grader.errors import SpecError
-from grader.spec.model import (EVIDENCE, FORWARD, FORWARD_CASES, FORWARD_KERNELS, INITS, LIBRARIES, Assignment, Buffer,
-                               Case, Forward, Kernel, LatePolicy, Signature, Tolerance, Variant)
+from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, Assignment, Buffer, Case, Kernel, LatePolicy, Signature,
+                               Tolerance, Variant)
 from grader.spec.packs import find_pack
 from grader.spec.shapes import evaluate
 from grader.spec.signature import parse_signature
 from grader.targets import TARGET_NAMES
 
-class _Reader:
-    """Reads typed keys from one TOML table, naming file and key in every error."""
+class Reader:
+    """Reads typed keys from one TOML table, naming file and key in every error (a check's plug-in reads its
+    table with it too)."""
 
     def __init__(self, table: dict[str, Any], where: str, origins: dict[str, str] | None = None) -> None:
         self.table = table
@@ -61,14 +63,14 @@ class _Reader:
 def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> Assignment:
     """Load `assignments/<name>/assignment.toml` (or a pack folder given as a path).
 
-    A pack with `based_on` inherits the other pack's [assignment] keys, kernels, variants and
-    modules (inputs.py, numpy_reference.py), each given here replacing the inherited one.
+    A pack with `based_on` inherits the other pack's [assignment] keys, kernels, variants, checks'
+    tables and modules (inputs.py, numpy_reference.py), each given here replacing the inherited one.
     """
     candidate = Path(name_or_path)
     pack = candidate if (candidate / "assignment.toml").is_file() else find_pack(str(name_or_path), packs_dir)
     spec_file = pack / "assignment.toml"
     document = _document(pack.resolve(), ())
-    top = _Reader(document.assignment, f"{spec_file} [assignment]", document.origins)
+    top = Reader(document.assignment, f"{spec_file} [assignment]", document.origins)
     defaults = {
         "time_limit_s": top.get("time_limit_s", float, 60.0),
         "partial_credit": top.choice("partial_credit", ("fraction", "all_or_nothing"), "fraction"),
@@ -91,8 +93,8 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
     base_weight = top.get("base_weight", float, None)
     if base_weight is not None and base_weight < 0:
         raise SpecError(f"{top.at('base_weight')}: key 'base_weight' must be >= 0, found {base_weight}")
-    forward = _load_forward(document.forward, kernels) if document.forward else None
-    expanded = _expanded(kernels, variants, base_weight, forward)
+    checks = tuple(check_named(name).load(table, where, kernels) for name, (table, where) in document.checks.items())
+    expanded = _expanded(kernels, variants, base_weight, checks)
     assignment = Assignment(
         name=top.get("name", str),
         title=top.get("title", str, top.get("name", str)),
@@ -115,8 +117,8 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         variants=variants,
         based_on=document.based_on,
         module_root=document.module_root,
-        forward=forward,
-        forward_kernels=_forward_kernels(forward, kernels, variants, base_weight) if forward else (),
+        checks=checks,
+        check_kernels=_check_kernels(checks, kernels, variants, base_weight),
     )
     if assignment.name != pack.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {pack.name!r}")
@@ -133,7 +135,8 @@ class _Document:
     variants: list[tuple[Any, str]]  # (table, "<file> variants[i]")
     module_root: Path  # where inputs.py and numpy_reference.py are
     based_on: str | None
-    forward: tuple[Any, str] | None = None  # ([forward] table, where it was written), own or inherited
+    # Each check's table (grader.checks), by the check's name: (table, where it was written), own or inherited.
+    checks: dict[str, tuple[Any, str]] = field(default_factory=dict)
 
 
 def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
@@ -146,7 +149,7 @@ def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
     if not isinstance(own, dict):
         raise SpecError(f"{spec_file}: missing table [assignment]")
     where = f"{spec_file} [assignment]"
-    forward = (document["forward"], f"{spec_file} [forward]") if "forward" in document else None
+    checks = _check_tables(document, spec_file)
     kernels = _tables(document, "kernels", spec_file)
     variants = _tables(document, "variants", spec_file)
     modules = [m for m in PACK_MODULES if (pack / m).is_file()]
@@ -155,7 +158,7 @@ def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
         if len(modules) < len(PACK_MODULES):
             raise SpecError(f"{pack}: missing {', '.join(m for m in PACK_MODULES if m not in modules)} (every pack "
                             "has input generators and a NumPy reference)")
-        return _Document(dict(own), {key: where for key in own}, kernels, variants, pack, None, forward)
+        return _Document(dict(own), {key: where for key in own}, kernels, variants, pack, None, checks)
     if not isinstance(based_on, str):
         raise SpecError(f"{where}: key 'based_on' must be the name of another pack, found {based_on!r}")
     try:
@@ -172,11 +175,25 @@ def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
     return _Document({**inherited, **own}, {**{key: parent.origins[key] for key in inherited},
                                             **{key: where for key in own}},
                      kernels or parent.kernels, variants or parent.variants,
-                     pack if modules else parent.module_root, based_on, forward or parent.forward)
+                     pack if modules else parent.module_root, based_on, {**parent.checks, **checks})
 
 
 PACK_MODULES = ("inputs.py", "numpy_reference.py")
 NOT_INHERITED = ("name", "based_on")
+TABLES = ("assignment", "kernels", "variants")  # the spec's own; every other table is a check's (grader.checks)
+
+
+def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[Any, str]]:
+    """The checks' tables, by the check's name: every table beside the spec's own must name a check."""
+    checks = {}
+    for key, table in document.items():
+        if key in TABLES:
+            continue
+        if key not in CHECK_NAMES:
+            raise SpecError(f"{spec_file}: unknown table [{key}]; expected [assignment], [[kernels]], [[variants]] "
+                            f"or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
+        checks[key] = (table, f"{spec_file} [{key}]")
+    return checks
 
 
 def _tables(document: dict[str, Any], key: str, spec_file: Path) -> list[tuple[Any, str]]:
@@ -216,14 +233,14 @@ def _load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
 def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels: tuple[Kernel, ...]) -> Variant:
     if not isinstance(table, dict):
         raise SpecError(f"{where}: expected a table with name, folder, weight, must_change, ...")
-    name = _Reader(table, where).get("name", str)
+    name = Reader(table, where).get("name", str)
     where = f"{where.rsplit(' ', 1)[0]} variant '{name}'"
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise SpecError(f"{where}: key 'name' must be a plain name (letters, digits, '_', '.', '-'), found {name!r}")
     unknown = set(table) - set(VARIANT_KEYS)
     if unknown:
         raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(VARIANT_KEYS)}")
-    read = _Reader(table, where)
+    read = Reader(table, where)
     folder = _folder(read, "folder", ...)
     if "onto" not in table and not source_dirs:
         raise SpecError(f"{where}: key 'onto' is needed: the pack has no source_dirs for '{folder}' to be laid over")
@@ -256,7 +273,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
                             f"(have {', '.join(names)})")
         if not isinstance(tolerance, dict):
             raise SpecError(f"{where} tolerances.{kernel}: expected a table with atol and rtol, found {tolerance!r}")
-        tolerances[kernel] = _tolerance(tolerance, f"{where} tolerances.{kernel}")
+        tolerances[kernel] = load_tolerance(tolerance, f"{where} tolerances.{kernel}")
     return Variant(
         name=name, title=read.get("title", str, name), folder=folder, onto=onto, weight=weight,
         partial_credit=read.choice("partial_credit", ("fraction", "all_or_nothing"),  # type: ignore[arg-type]
@@ -269,7 +286,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
     )
 
 
-def _folder(read: _Reader, key: str, default: Any) -> str:
+def _folder(read: Reader, key: str, default: Any) -> str:
     """A folder of the submission: relative, without '..' (a variant folder must not reach outside it)."""
     value = read.get(key, str, default)
     path = Path(value.rstrip("/"))
@@ -279,19 +296,19 @@ def _folder(read: _Reader, key: str, default: Any) -> str:
     return path.as_posix()
 
 
-def _share(kernels: tuple[Kernel, ...], forward: Forward | None) -> Callable[[float], float]:
-    """A weight's share of the base weights, the forward-pass check's among them (none at all: equal shares)."""
-    total = sum(k.weight for k in kernels) + (forward.weight if forward else 0.0)
+def _share(kernels: tuple[Kernel, ...], checks: tuple[CheckSpec, ...]) -> Callable[[float], float]:
+    """A weight's share of the base weights, the checks' among them (none at all: equal shares)."""
+    total = sum(k.weight for k in kernels) + sum(c.weight for c in checks)
     return lambda weight: weight / total if total else 1 / len(kernels)
 
 
 def _expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...], base_weight: float | None,
-              forward: Forward | None = None) -> tuple[Kernel, ...]:
+              checks: tuple[CheckSpec, ...] = ()) -> tuple[Kernel, ...]:
     """The base kernels, then each variant's copy of every one of them ("req_0/matmul"), weighted as the spec says.
 
     Within a variant (and for `base_weight`) a kernel's share of the weight is its base weight's share.
     """
-    shares = _share(kernels, forward)
+    shares = _share(kernels, checks)
 
     def share(kernel: Kernel) -> float:
         return shares(kernel.weight)
@@ -305,104 +322,27 @@ def _expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...], base_w
         for v in variants for k in kernels)
 
 
-FORWARD_KEYS = ("weight", "B", "T", "C", "NH", "L", "V", "Vp", "maxT", "seed", "init_std", "generate", "prompt",
-                "tie_margin", "logits", "tolerances", "time_limit_s")
+def _check_kernels(checks: tuple[CheckSpec, ...], kernels: tuple[Kernel, ...], variants: tuple[Variant, ...],
+                   base_weight: float | None) -> tuple[Kernel, ...]:
+    """Each check as kernels of the result: its own (named after it), then each variant's ("req_0/" and its name),
+    each with its cases.
 
-
-def _load_forward(found: tuple[Any, str], kernels: tuple[Kernel, ...]) -> Forward:
-    """[forward]: the six kernels composed into GPT-2's forward pass; shapes default to GPT-2 124M's."""
-    table, where = found
-    if not isinstance(table, dict):
-        raise SpecError(f"{where}: expected a table with weight, B, T, ...")
-    unknown = set(table) - set(FORWARD_KEYS)
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(FORWARD_KEYS)}")
-    read = _Reader(table, where)
-    by_name = {k.name: k for k in kernels}
-    missing = [name for name in FORWARD_KERNELS if name not in by_name]
-    if missing:
-        raise SpecError(f"{where}: the forward pass composes the kernels {', '.join(FORWARD_KERNELS)}; the pack has "
-                        f"no {', '.join(missing)}")
-    from grader.forward.layout import composition_problem  # the composition's own module says what it passes
-
-    for name in FORWARD_KERNELS:
-        if problem := composition_problem(by_name[name]):
-            raise SpecError(f"{where}: kernel '{name}' cannot be composed: {problem}")
-    if FORWARD in by_name:
-        raise SpecError(f"{where}: a kernel is named '{FORWARD}', which is the forward-pass check's name in results")
-    defaults = Forward(weight=0.0, B=1, T=1)
-    sizes = {key: read.get(key, int, getattr(defaults, key)) for key in ("C", "NH", "L", "V", "Vp", "maxT")}
-    forward = Forward(
-        weight=read.get("weight", float, 0.0), B=read.get("B", int), T=read.get("T", int), **sizes,
-        seed=read.get("seed", int, defaults.seed), init_std=read.get("init_std", float, defaults.init_std),
-        generate=read.get("generate", int, defaults.generate), prompt=read.get("prompt", int, 0),
-        tie_margin=read.get("tie_margin", float, defaults.tie_margin),
-        time_limit_s=read.get("time_limit_s", float, defaults.time_limit_s),
-        tolerances=_forward_tolerances(read.get("tolerances", dict, {}), where),
-        **_logits_rule(read.get("logits", dict, {}), f"{where} logits", defaults),
-    )
-    _check_forward(forward, where)
-    return forward
-
-
-def _forward_tolerances(table: dict[str, Any], where: str) -> dict[str, Tolerance]:
-    for name, tolerance in table.items():
-        if name not in FORWARD_KERNELS:
-            raise SpecError(f"{where}: key 'tolerances' names {name!r}, which the forward pass does not call "
-                            f"(it calls {', '.join(FORWARD_KERNELS)})")
-        if not isinstance(tolerance, dict):
-            raise SpecError(f"{where} tolerances.{name}: expected a table with atol and rtol, found {tolerance!r}")
-    return {name: _tolerance(t, f"{where} tolerances.{name}") for name, t in table.items()}
-
-
-def _logits_rule(table: dict[str, Any], where: str, defaults: Forward) -> dict[str, float]:
-    unknown = set(table) - {"max_abs", "rmse"}
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected max_abs and rmse (the course's "
-                        "test_gpt2 rule)")
-    read = _Reader(table, where)
-    return {"logits_max_abs": read.get("max_abs", float, defaults.logits_max_abs),
-            "logits_rmse": read.get("rmse", float, defaults.logits_rmse)}
-
-
-def _check_forward(f: Forward, where: str) -> None:
-    for key in ("B", "T", "C", "NH", "L", "V", "Vp", "maxT", "generate"):
-        if getattr(f, key) <= 0:
-            raise SpecError(f"{where}: key '{key}' must be > 0, found {getattr(f, key)}")
-    if f.C % f.NH:
-        raise SpecError(f"{where}: C ({f.C}) must be a multiple of NH ({f.NH}): each head gets C / NH channels")
-    if f.Vp < f.V:
-        raise SpecError(f"{where}: Vp ({f.Vp}) is the padded vocabulary, so it must be at least V ({f.V})")
-    if f.T > f.maxT:
-        raise SpecError(f"{where}: T ({f.T}) must not exceed maxT ({f.maxT}), the position table's rows")
-    if f.prompt < 0 or f.prompt_length < 1 or f.prompt_length + f.generate > f.T:
-        raise SpecError(f"{where}: generating {f.generate} token(s) after a prompt of {f.prompt_length} needs "
-                        f"prompt + generate <= T ({f.T}) and a prompt of at least 1 (key 'prompt', 0: T - generate)")
-    if f.weight < 0 or f.tie_margin < 0 or f.init_std <= 0 or f.time_limit_s <= 0:
-        raise SpecError(f"{where}: weight and tie_margin must be >= 0, init_std and time_limit_s > 0 (found "
-                        f"{f.weight}, {f.tie_margin}, {f.init_std}, {f.time_limit_s})")
-
-
-def _forward_kernels(forward: Forward, kernels: tuple[Kernel, ...], variants: tuple[Variant, ...],
-                     base_weight: float | None) -> tuple[Kernel, ...]:
-    """The check as kernels of the result: "forward", then "req_0/forward", ..., each with its three cases.
-
-    Its buffers are the files the runner collects: each step's output, the logits, the generated tokens.
+    Its buffers are the files the runner collects from its calls' folders (`CheckSpec.outputs`).
     """
-    from grader.forward.layout import output_file
-
-    share = _share(kernels, forward)
-    files = [output_file(n) for n in range(1, forward.steps + 1)] + ["logits", "tokens"]
-    check = Kernel(
-        name=FORWARD, weight=forward.weight if base_weight is None else round(base_weight * share(forward.weight), 9),
-        header="", sources=(), signature=Signature("forward_pass", ()),
-        buffers=tuple(Buffer(name, "output", "float32", ("1",)) for name in files), tolerance=Tolerance(0.0, 0.0),
-        cases=tuple(Case(name, True, {}) for name in FORWARD_CASES), time_limit_s=forward.time_limit_s,
-        partial_credit="fraction", forbidden_symbols=(), forbidden_penalty=0.0,
-        # One budget for the three passes: a kernel that loops costs the check what it costs its own cases.
-        time_budget_s=forward.time_limit_s)
-    return (check,) + tuple(replace(check, name=f"{v.name}/{FORWARD}", variant=v.name, base=FORWARD,
-                                    weight=round(v.weight * share(forward.weight), 9)) for v in variants)
+    share = _share(kernels, checks)
+    result: list[Kernel] = []
+    for spec in checks:
+        check = Kernel(
+            name=spec.name, weight=spec.weight if base_weight is None else round(base_weight * share(spec.weight), 9),
+            header="", sources=(), signature=Signature(spec.name, ()),
+            buffers=tuple(Buffer(name, "output", "float32", ("1",)) for name in spec.outputs),
+            tolerance=Tolerance(0.0, 0.0), cases=tuple(Case(name, True, {}) for name in spec.cases),
+            time_limit_s=spec.time_limit_s, partial_credit="fraction", forbidden_symbols=(), forbidden_penalty=0.0,
+            # One budget for all its calls: a kernel that loops costs the check what it costs its own cases.
+            time_budget_s=spec.time_limit_s)
+        result += [check] + [replace(check, name=f"{v.name}/{spec.name}", variant=v.name, base=spec.name,
+                                     weight=round(v.weight * share(spec.weight), 9)) for v in variants]
+    return tuple(result)
 
 
 def _load_late_policy(table: Any, where: str) -> LatePolicy | None:
@@ -410,7 +350,7 @@ def _load_late_policy(table: Any, where: str) -> LatePolicy | None:
         return None
     if not isinstance(table, dict):
         raise SpecError(f"{where}: expected a table with grace_days, penalty_per_day, cap, max_late_days")
-    read = _Reader(table, where)
+    read = Reader(table, where)
     unknown = set(table) - {"grace_days", "penalty_per_day", "cap", "max_late_days"}
     if unknown:
         raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected grace_days, penalty_per_day, cap, "
@@ -427,9 +367,9 @@ def _load_late_policy(table: Any, where: str) -> LatePolicy | None:
 
 def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> Kernel:
     # Errors name the kernel once its name is known: "assignment.toml kernel 'matmul': ...".
-    name = _Reader(table, where).get("name", str)
+    name = Reader(table, where).get("name", str)
     where = f"{where.rsplit(' ', 1)[0]} kernel '{name}'"
-    read = _Reader(table, where)
+    read = Reader(table, where)
     signature = parse_signature(read.get("signature", str), f"{where} key 'signature'")
     buffers_table = read.get("buffers", dict)
     buffers = []
@@ -438,7 +378,7 @@ def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) ->
             continue
         if parameter.name not in buffers_table:
             raise SpecError(f"{where}: pointer parameter '{parameter.name}' has no entry in 'buffers'")
-        b = _Reader(buffers_table[parameter.name], f"{where} buffers.{parameter.name}")
+        b = Reader(buffers_table[parameter.name], f"{where} buffers.{parameter.name}")
         role = b.choice("role", ("input", "output", "scratch"))
         if role == "output" and parameter.const:
             raise SpecError(f"{where} buffers.{parameter.name}: an output cannot be a const pointer")
@@ -465,17 +405,17 @@ def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) ->
     if not any(b.role == "output" for b in buffers):
         raise SpecError(f"{where}: no buffer has role 'output', so nothing would be graded")
 
-    tolerance = _tolerance(read.get("tolerance", dict), f"{where} tolerance")
+    tolerance = load_tolerance(read.get("tolerance", dict), f"{where} tolerance")
 
     scalars = [p.name for p in signature.parameters if not p.pointer]
     cases = []
     for i, raw in enumerate(read.get("cases", list)):
-        c = _Reader(raw, f"{where} cases[{i}]")
+        c = Reader(raw, f"{where} cases[{i}]")
         case_name = c.get("name", str)
         params = {k: v for k, v in raw.items() if k not in ("name", "public", "null", "tolerance")}
         override = c.get("tolerance", dict, None)
         case = Case(name=case_name, public=c.get("public", bool, False), params=params, null=c.strings("null", ()),
-                    tolerance=_tolerance(override, f"{where} case '{case_name}' tolerance") if override else None)
+                    tolerance=load_tolerance(override, f"{where} case '{case_name}' tolerance") if override else None)
         _check_case(case, scalars, buffers, f"{where} case '{case_name}'")
         cases.append(case)
     if len(cases) == 0:
@@ -505,8 +445,8 @@ def _load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) ->
     )
 
 
-def _tolerance(table: dict[str, Any], where: str) -> Tolerance:
-    read = _Reader(table, where)
+def load_tolerance(table: dict[str, Any], where: str) -> Tolerance:
+    read = Reader(table, where)
     unknown = set(table) - {"atol", "rtol"}
     if unknown:
         raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected atol and rtol")

@@ -6,11 +6,14 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from grader.errors import SpecError
 from grader.protocol import SCALAR_DTYPES
 from grader.spec.packs import load_pack_function, load_pack_module
+
+if TYPE_CHECKING:
+    from grader.checks import CheckSpec
 
 Role = Literal["input", "output", "scratch"]
 PartialCredit = Literal["fraction", "all_or_nothing"]
@@ -158,49 +161,6 @@ class Variant:
         return (Path(self.folder) / Path(base_file).relative_to(self.onto)).as_posix()
 
 
-# The forward-pass check composes kernels of these names (the course's six), with these signatures' parameters.
-FORWARD_KERNELS = ("encoder", "layernorm", "matmul", "attention", "residual", "gelu")
-FORWARD = "forward"  # the check's name in a result ("req_0/forward" for a variant's)
-FORWARD_CASES = ("layer-by-layer", "logits", "generation")
-
-
-@dataclass(frozen=True)
-class Forward:
-    """`[forward]`: the pack's six kernels composed into GPT-2's forward pass (`grader.forward`).
-
-    Shapes are GPT-2 124M's unless the spec says otherwise; B and T are small, so that the check
-    costs little beside the kernels' own cases.
-    """
-
-    weight: float
-    B: int
-    T: int
-    C: int = 768
-    NH: int = 12
-    L: int = 12
-    V: int = 50257
-    Vp: int = 50304  # V padded, as the course's program pads it
-    maxT: int = 1024
-    seed: int = 0  # the weights' and tokens' (fixed: every submission and every variant shares one gold)
-    init_std: float = 0.02  # GPT-2's N(0, 0.02); residual projections scaled by 1/sqrt(2L)
-    generate: int = 4  # greedy tokens
-    prompt: int = 0  # tokens given before generating (0: T - generate)
-    tie_margin: float = 1e-2  # at the first differing token, a reference top-two gap below this is a tie
-    logits_max_abs: float = 0.1  # the course's test_gpt2 rule: a larger error fails
-    logits_rmse: float = 4e-3  # ... and so does a larger RMSE
-    tolerances: dict[str, Tolerance] = field(default_factory=dict)  # by kernel, for its steps (default: its own)
-    time_limit_s: float = 60.0  # for its three passes together (and so for each)
-
-    @property
-    def prompt_length(self) -> int:
-        return self.prompt or self.T - self.generate
-
-    @property
-    def steps(self) -> int:
-        """The encoder, ten calls per layer, the final layernorm and the vocabulary head (`grader.forward.layout`)."""
-        return 1 + 10 * self.L + 2
-
-
 @dataclass(frozen=True)
 class LatePolicy:
     """What a late submission costs: whole late days past the grace days, each a fraction of max_score."""
@@ -246,9 +206,9 @@ class Assignment:
     based_on: str | None = None  # the pack this one inherits from
     # Where inputs.py and numpy_reference.py are: this pack's folder, or (based_on) the pack's that has them.
     module_root: Path | None = None
-    forward: Forward | None = None  # [forward]; None: no forward-pass check
-    # The forward-pass checks as kernels of the result: "forward", then each variant's ("req_0/forward").
-    forward_kernels: tuple[Kernel, ...] = ()
+    checks: tuple[CheckSpec, ...] = ()  # whole-program checks (grader.checks), each from its table
+    # The checks as kernels of the result: each check's own (named after it), then each variant's ("req_0/<check>").
+    check_kernels: tuple[Kernel, ...] = ()
 
     @property
     def spec_file(self) -> Path:
@@ -264,7 +224,7 @@ class Assignment:
 
     @property
     def max_score(self) -> float:
-        return round(sum(k.weight for k in (*self.kernels, *self.forward_kernels)), 6)
+        return round(sum(k.weight for k in (*self.kernels, *self.check_kernels)), 6)
 
     @property
     def inputs_file(self) -> Path:
@@ -279,7 +239,7 @@ class Assignment:
         return tuple(k for k in self.kernels if k.variant is None)
 
     def kernel(self, name: str) -> Kernel:
-        for k in (*self.kernels, *self.forward_kernels):
+        for k in (*self.kernels, *self.check_kernels):
             if k.name == name:
                 return k
         variants = f"; variants: {', '.join(v.name for v in self.variants)}" if self.variants else ""
@@ -298,8 +258,8 @@ class Assignment:
 
     def select(self, names: tuple[str, ...]) -> tuple[Kernel, ...]:
         """The kernels `names` pick, in the spec's order: by a kernel's name ("req_0/matmul"), or a variant's (all its
-        kernels); none named: all. A forward-pass check's name ("forward", "req_0/forward") picks the kernels it
-        composes."""
+        kernels); none named: all. A check's kernel (its name, or a variant's copy's, "req_0/<check>") picks the
+        kernels it composes."""
         if not names:
             return self.kernels
         variants = {v.name for v in self.variants}
@@ -307,17 +267,25 @@ class Assignment:
                   for k in (self.kernels_of(n) if n in variants else self.composed_by(self.kernel(n)))}
         return tuple(k for k in self.kernels if k.name in picked)
 
+    def check(self, name: str) -> CheckSpec:
+        """The spec of the check of that name (its table's)."""
+        for c in self.checks:
+            if c.name == name:
+                return c
+        have = ", ".join(c.name for c in self.checks) or "none"
+        raise SpecError(f"{self.spec_file}: no check named {name!r} (have {have})")
+
     def composed_by(self, kernel: Kernel) -> tuple[Kernel, ...]:
-        """The kernels a forward-pass check composes (its variant's copies of the six); a kernel: itself."""
-        if kernel.base != FORWARD or kernel not in self.forward_kernels:
+        """The kernels a check's kernel composes (a variant's copy: that variant's copies of them); a kernel: itself."""
+        if kernel not in self.check_kernels:
             return (kernel,)
         prefix = f"{kernel.variant}/" if kernel.variant else ""
-        return tuple(self.kernel(prefix + name) for name in FORWARD_KERNELS)
+        return tuple(self.kernel(prefix + name) for name in self.check(kernel.base).composes)
 
-    def forward_checks(self, kernels: tuple[Kernel, ...]) -> tuple[Kernel, ...]:
-        """The forward-pass checks whose six kernels are all among `kernels` (a grade of some kernels runs none)."""
+    def checks_among(self, kernels: tuple[Kernel, ...]) -> tuple[Kernel, ...]:
+        """The checks' kernels whose composed kernels are all among `kernels` (a grade of some kernels runs none)."""
         chosen = {k.name for k in kernels}
-        return tuple(f for f in self.forward_kernels if all(k.name in chosen for k in self.composed_by(f)))
+        return tuple(c for c in self.check_kernels if all(k.name in chosen for k in self.composed_by(c)))
 
     def make_inputs(self) -> Callable[..., dict]:
         return load_pack_function(self.inputs_file, "make_inputs")

@@ -1,4 +1,4 @@
-"""The forward-pass check's three cases judged, and its result as a kernel's, in a student's words.
+"""The forward-pass check's three cases judged, its result as a kernel's, and its hints, in a student's words.
 
 Each saved output is first checked against the seal the harness sent before any later student code
 ran: a file changed after its step returned is no output of that step.
@@ -14,30 +14,25 @@ import numpy as np
 
 from grader.build import Artifact
 from grader.compare import compare
-from grader.forward.gold import ForwardGold
-from grader.forward.layout import Step
+from grader.checks.forward.gold import ForwardGold
+from grader.checks.forward.layout import Step
+from grader.checks.forward.spec import Forward
 from grader.protocol import Sealed, seal_of
 from grader.results import CaseResult, KernelResult, Mismatch
 from grader.runner import CallOutcome
 from grader.scoring import case_result, score_kernel
-from grader.spec import Case, Forward, Kernel, Tolerance
-from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus
+from grader.spec import Case, Kernel, Tolerance
+from grader.status import BuildStatus, CallStatus, CaseStatus
 from grader.threadsafe import load_npy
 
 
 def forward_result(check: Kernel, forward: Forward, steps: tuple[Step, ...], kernels: dict[str, Kernel],
-                   outcomes: dict[str, CallOutcome | None], gold: ForwardGold | None, not_built: str = "",
-                   log: str = "") -> KernelResult:
+                   outcomes: dict[str, CallOutcome | None], gold: ForwardGold | None, log: str = "") -> KernelResult:
     """The check's result: its three cases, scored like a kernel's.
 
     kernels: the composed kernels by base name (a variant's copies: their tolerances); outcomes: by
-    case name; not_built: why it could not run ("matmul did not compile"), if so.
+    case name.
     """
-    if not_built:
-        message = f"not run: {not_built}"
-        cases = [CaseResult(c.name, c.public, CaseStatus.NOT_RUN, False, message) for c in check.cases]
-        return KernelResult(check.name, 0.0, check.weight, KernelStatus.NOT_RUN, message, cases,
-                            variant=check.variant)
     judges = {"layer-by-layer": lambda c, o, g: layer_by_layer(c, o, g, steps, kernels, forward),
               "logits": lambda c, o, g: logits(c, o, g, steps, forward),
               "generation": lambda c, o, g: generation(c, o, g, forward)}
@@ -178,3 +173,17 @@ def generation(case: Case, outcome: CallOutcome, gold: ForwardGold, forward: For
 def tolerance_of(forward: Forward, kernel: Kernel) -> Tolerance:
     """A step's tolerance: the spec's [forward] tolerances for its kernel, else the kernel's own (a variant's copy's)."""
     return forward.tolerances.get(kernel.base) or kernel.tolerance
+
+
+def forward_hints(passed: dict[str, bool]) -> list[str]:
+    """What failing the check says beyond the kernels' own cases (passed: by case, those judged)."""
+    if passed.get("layer-by-layer") is False:
+        return ["In the forward pass each step is given the gold of the steps before it, as a kernel's own cases "
+                "give it fresh inputs: a step that fails here while its kernel passes its own cases keeps state "
+                "between calls (a cache keyed by shape, a static buffer), writes outside its own tensor, or relies "
+                "on what other kernels left in memory."]
+    if passed.get("layer-by-layer") and (passed.get("logits") is False or passed.get("generation") is False):
+        return ["Every step passes with gold inputs, but end to end the pass drifts: each layer's error feeds the "
+                "next, so look at what loses precision (sums in half precision, a one-pass variance, fast-math "
+                "intrinsics) in the kernels closest to their tolerance."]
+    return []

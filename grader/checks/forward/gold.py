@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from grader.cache import content_key, gold_root, is_complete, new_entry, publish_folder
-from grader.forward.compose import gold_of_step, next_tokens, put, view
-from grader.forward.inputs import PARAMETERS_FILE, TOKENS_FILE
-from grader.forward.layout import Step, activation_tensors, total
+from grader.checks.forward.compose import gold_of_step, next_tokens, put, view
+from grader.checks.forward.inputs import PARAMETERS_FILE, TOKENS_FILE
+from grader.checks.forward.layout import Step, activation_tensors, total
+from grader.checks.forward.spec import Forward
 from grader.protocol import SliceArgument
-from grader.spec import Assignment, Forward
+from grader.spec import Assignment
 from grader.threadsafe import load_npy
 
 FACTS_FILE = "facts.json"
@@ -35,10 +36,9 @@ class ForwardGold:
         return self.steps[steps[-1].plan.output]
 
 
-def forward_gold(assignment: Assignment, steps: tuple[Step, ...], inputs: Path, cache_dir: Path) -> ForwardGold:
+def forward_gold(assignment: Assignment, f: Forward, steps: tuple[Step, ...], inputs: Path,
+                 cache_dir: Path) -> ForwardGold:
     """The gold of every step, and the reference's tokens: from the cache, or computed now."""
-    f = assignment.forward
-    assert f is not None
     layout = json.dumps([[s.plan.kernel, [repr(a) for a in s.plan.arguments]] for s in steps])
     folder = gold_root(cache_dir) / content_key("forward", inputs.name, layout, f"{f.prompt_length}:{f.generate}")
     if not is_complete(folder):

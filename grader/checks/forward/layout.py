@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader import protocol
+from grader.checks.forward.spec import Forward, output_file
 from grader.errors import SpecError
-from grader.protocol import ForwardStep, Region, ScalarArgument, SliceArgument
-from grader.spec.model import Forward, Kernel
+from grader.protocol import Region, ScalarArgument, SliceArgument
+from grader.spec.model import Kernel
 from grader.spec.shapes import allocation_of, shape_of
 
 
@@ -108,7 +110,7 @@ class Step:
     kernel: str
     label: str
     layer: int | None
-    plan: ForwardStep
+    plan: protocol.Step  # the call as the harness makes it
 
     def words(self, steps: int) -> str:
         """"layer 3's attention (step 24 of 123)"."""
@@ -202,12 +204,8 @@ def steps_of(f: Forward, kernels: dict[str, Kernel], where: str = "[forward]") -
                                 f"{tensor.size} elements; the kernel's spec allocates {count}")
             arguments.append(SliceArgument(buffer.name, buffer.role, buffer.dtype, space, tensor.at(tensor_layer),
                                            count, shape_of(buffer, values), mutable=buffer.mutable))
-        steps.append(Step(number, name, label, layer, ForwardStep(name, tuple(arguments), output_file(number))))
+        steps.append(Step(number, name, label, layer, protocol.Step(name, tuple(arguments), output_file(number))))
     return tuple(steps)
-
-
-def output_file(number: int) -> str:
-    return f"step-{number:03d}"
 
 
 def regions(f: Forward) -> tuple[Region, ...]:
@@ -215,8 +213,8 @@ def regions(f: Forward) -> tuple[Region, ...]:
     named = []
     for t in activation_tensors(f):
         for layer in range(t.layers) if t.layers else (None,):
-            named.append(Region(t.name if layer is None else f"layer {layer + 1}'s {t.name}", t.at(layer), t.size,
-                                t.name in GRADED))
+            named.append(Region(t.name if layer is None else f"layer {layer + 1}'s {t.name}", "activations",
+                                t.at(layer), t.size, t.name in GRADED))
     return tuple(named)
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from grader.cache import content_key, is_complete, new_entry, publish_folder
-from grader.forward.layout import parameter_tensors, total
-from grader.spec import Assignment, Forward
+from grader.checks.forward.layout import parameter_tensors, total
+from grader.checks.forward.spec import Forward
+from grader.spec import Assignment
 
 PARAMETERS_FILE, TOKENS_FILE, REFERENCE_FILE = "parameters.npy", "tokens.npy", "numpy_reference.py"
 DRAW_VERSION = "1"  # bump when the way the weights are drawn changes: their cache key changes with it
@@ -33,10 +34,8 @@ def draw_key(f: Forward) -> str:
     return json.dumps(drawn, sort_keys=True)
 
 
-def prepare_forward_inputs(assignment: Assignment, cache_dir: Path) -> Path:
+def prepare_forward_inputs(assignment: Assignment, f: Forward, cache_dir: Path) -> Path:
     """The folder of the pack's forward-pass inputs (computed once; later calls reuse it)."""
-    f = assignment.forward
-    assert f is not None
     reference = assignment.numpy_reference_file
     drawn = _drawn(f, cache_dir)
     folder = cache_dir / "forward" / content_key("inputs", drawn.name, reference.read_bytes())

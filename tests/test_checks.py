@@ -1,0 +1,57 @@
+"""Whole-program checks as plug-ins (`grader.checks`): the registry, a table no check claims, and a core that
+names none of them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import grader
+from grader.checks import CHECK_NAMES, check_named
+from grader.errors import SpecError
+from grader.spec import load_assignment
+
+from conftest import copy_pack
+
+GRADER = Path(grader.__file__).resolve().parent
+
+
+def test_the_registry_lists_the_forward_check_by_name() -> None:
+    assert "forward" in CHECK_NAMES
+    assert check_named("forward").name == "forward"
+    with pytest.raises(ValueError, match="unknown check 'decode' \\(have forward"):
+        check_named("decode")
+
+
+def test_a_table_that_names_no_check_is_named_with_the_checks_there_are(tmp_path: Path) -> None:
+    pack = copy_pack("gpt2-m1", tmp_path)
+    spec = pack / "assignment.toml"
+    spec.write_text(spec.read_text() + "\n[decode]\nweight = 1\n")
+    with pytest.raises(SpecError) as error:
+        load_assignment(pack)
+    assert str(error.value) == (f"{spec}: unknown table [decode]; expected [assignment], [[kernels]], [[variants]] "
+                                "or a check's table ([forward])")
+
+
+def test_a_pack_based_on_another_inherits_its_checks_table_and_may_replace_it(tmp_path: Path) -> None:
+    m2 = copy_pack("gpt2-m2", tmp_path)
+    copy_pack("gpt2-m1", tmp_path)
+    assert load_assignment(m2).check("forward").T == 32
+    spec = m2 / "assignment.toml"
+    spec.write_text(spec.read_text() + "\n[forward]\nB = 1\nT = 16\n")
+    assert load_assignment(m2).check("forward").T == 16
+
+
+def test_the_core_names_no_check_but_in_its_registration() -> None:
+    """Outside its plug-in's package, a check is named once: where it is registered (grader/checks/__init__.py)."""
+    found = []
+    for path in sorted(GRADER.rglob("*")):
+        relative = path.relative_to(GRADER)
+        if not path.is_file() or "__pycache__" in relative.parts or relative.parts[:2] == ("checks", "forward"):
+            continue
+        text = path.read_text(errors="replace")
+        found += [(relative.as_posix(), line.strip()) for line in text.splitlines()
+                  if re.search("forward", line, re.IGNORECASE)]
+    assert found == [("checks/__init__.py", '_MODULES = {"forward": "grader.checks.forward.check"}')]
