@@ -20,7 +20,7 @@ from grader.protocol import Sealed, seal_of
 from grader.results import CaseResult, KernelResult, Mismatch
 from grader.runner import CallOutcome
 from grader.scoring import case_result, score_kernel
-from grader.spec import Case, Forward, Kernel, Tolerance
+from grader.spec import FORWARD, Case, Forward, Kernel, Tolerance
 from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus
 from grader.threadsafe import load_npy
 
@@ -37,7 +37,7 @@ def forward_result(check: Kernel, forward: Forward, steps: tuple[Step, ...], ker
         message = f"not run: {not_built}"
         cases = [CaseResult(c.name, c.public, CaseStatus.NOT_RUN, False, message) for c in check.cases]
         return KernelResult(check.name, 0.0, check.weight, KernelStatus.NOT_RUN, message, cases,
-                            variant=check.variant)
+                            variant=check.variant, check=FORWARD)
     judges = {"layer-by-layer": lambda c, o, g: layer_by_layer(c, o, g, steps, kernels, forward),
               "logits": lambda c, o, g: logits(c, o, g, steps, forward),
               "generation": lambda c, o, g: generation(c, o, g, forward)}
@@ -50,7 +50,7 @@ def forward_result(check: Kernel, forward: Forward, steps: tuple[Step, ...], ker
             cases.append(dataclasses.replace(judges[case.name](case, outcome, gold), wall_ms=outcome.wall_ms,
                                              device_ms=outcome.device_ms))
     artifact = Artifact(check.name, BuildStatus.BUILT, None, "", (), True, 0.0)
-    return score_kernel(check, artifact, cases, None, log)
+    return dataclasses.replace(score_kernel(check, artifact, cases, None, log), check=FORWARD)
 
 
 def _not_judged(case: Case, outcome: CallOutcome | None, steps: tuple[Step, ...]) -> CaseResult:

@@ -6,7 +6,6 @@ A hint names the pattern and where to look; it never guesses when the figures do
 from __future__ import annotations
 
 from grader.results import CaseResult, KernelResult
-from grader.spec.model import FORWARD
 from grader.status import CaseStatus, KernelStatus
 
 # Signals that mean the kernel touched memory it does not own, and those that mean it aborted itself.
@@ -88,7 +87,7 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
         return [f"This assignment asks you to write this kernel yourself: replace the calls to "
                 f"{', '.join(kernel.forbidden_symbols) or 'the forbidden library'} with your own kernel code."]
     compared = [c for c in kernel.cases if c.status.was_judged]
-    if kernel.name.split("/")[-1] == FORWARD:
+    if kernel.check == "forward":
         return _forward_hints({c.name: c.passed for c in compared})
     passed = [c for c in compared if c.passed]
     failed = [c for c in compared if not c.passed]
