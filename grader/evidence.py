@@ -13,6 +13,9 @@ binary shows, per CUDA function of the library:
 
 A student's binary never makes this raise: a library without device code, an unreadable file or a
 missing cuobjdump gives evidence with a note in words. Reading a library runs nothing in it.
+
+What a result keeps of it is `LibraryEvidence.facts()` (grader.results.LibraryFacts); the reports'
+sentences are made from that (grader.report.evidence).
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import shutil
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from grader.results import FunctionFacts, LibraryFacts
 from grader.targets.cuda import TARGET as CUDA
 
 T = TypeVar("T")
@@ -40,8 +44,6 @@ MAX_LIBRARY_BYTES = 256 << 20  # a SASS listing is ~10x the code it lists: past 
 # From sm_90 on, a block's shared memory starts with 1 KiB the system reserves; cuobjdump's SHARED counts it in
 # for every function with shared memory (5248 for a 4224-byte tile), ptxas -v and the source do not.
 RESERVED_SHARED_BYTES = 1024
-NAME_LIMIT = 60  # characters of a function's name in a sentence (templated names run to hundreds)
-FUNCTIONS_NAMED = 3  # per kernel in a sentence; the rest are counted
 
 # Opcodes (before the first '.') by what they show. HFMA2.MMA is an FMA issued on the MMA pipe, not a tensor-core
 # op: its opcode is HFMA2, so "ends in MMA" on the opcode alone picks HMMA, HGMMA, IMMA, DMMA, UTCHMMA, ... only.
@@ -137,6 +139,16 @@ class LibraryEvidence:
             return self.calls_cublas if self.readable else None
         raise ValueError(f"unknown evidence {kind!r}")
 
+    def facts(self) -> LibraryFacts:
+        """What a result keeps of it: the figures the reports' sentences read, each function by its short name."""
+        return LibraryFacts(
+            functions=[FunctionFacts(
+                name=f.short_name, arch=f.arch, registers=f.registers, shared_bytes=f.shared_bytes,
+                stack_bytes=f.stack_bytes, local_bytes=f.local_bytes, tensor_core_instructions=f.tensor_core_instructions,
+                tensor_core_precisions=list(f.tensor_core_precisions), shared_instructions=f.shared_instructions,
+                warp_shuffles=f.warp_shuffles) for f in self.functions],
+            cublas_symbols=list(self.cublas_symbols), sass_read=self.sass_read, readable=self.readable, note=self.note)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as a build's record keeps it."""
         return dataclasses.asdict(self)
@@ -146,21 +158,6 @@ class LibraryEvidence:
         functions = tuple(FunctionEvidence(**{**f, "tensor_core_forms": tuple(f.get("tensor_core_forms", ()))})
                           for f in data.get("functions", ()))
         return cls(**{**data, "functions": functions, "cublas_symbols": tuple(data.get("cublas_symbols", ()))})
-
-
-@dataclass(frozen=True)
-class EvidenceSummary:
-    """The sentences a report shows for a set of kernels, one per kind of evidence."""
-
-    tensor_cores: str
-    cublas: str
-    shared_memory: str
-    registers: str
-    warp_shuffles: str
-
-    @property
-    def lines(self) -> tuple[str, ...]:
-        return self.tensor_cores, self.cublas, self.shared_memory, self.registers, self.warp_shuffles
 
 
 def evidence_of(library: Path) -> LibraryEvidence:
@@ -196,20 +193,6 @@ def evidence_of(library: Path) -> LibraryEvidence:
                      if any("Fatbin ptx code" in line for line in resources)
                      else "no CUDA functions in the library's device code")
     return LibraryEvidence(str(library), functions, cublas, sass is not None and bool(functions), "; ".join(notes))
-
-
-# Each kind of evidence a spec may ask for: in words ("no tensor-core instruction"), and its report sentences.
-EVIDENCE_WORDS = {"tensor_cores": "tensor-core instruction", "shared_memory": "shared-memory use",
-                  "cublas": "call into cuBLAS"}
-SENTENCES_OF = {"tensor_cores": ("tensor_cores",), "shared_memory": ("shared_memory", "registers"),
-                "cublas": ("cublas",)}
-
-
-def summarize_evidence(by_kernel: Mapping[str, LibraryEvidence]) -> EvidenceSummary:
-    """The report's sentences for kernels (spec names, in the order given) and their libraries' evidence."""
-    return EvidenceSummary(_tensor_core_sentence(by_kernel), _cublas_sentence(by_kernel),
-                           _shared_memory_sentence(by_kernel), _register_sentence(by_kernel),
-                           _shuffle_sentence(by_kernel))
 
 
 def find_cuobjdump() -> Path | None:
@@ -391,109 +374,3 @@ def _precision_of(form: str) -> str:
     if family == "I":
         return "INT4" if {"S4", "U4"} & set(parts) else "INT8"
     return _FAMILIES.get(family, parts[0])
-
-
-# Sentences. Each groups a set of kernels by what their libraries show; a kernel whose library could not be read
-# is listed apart with the reason, so that "not used" is never said for want of evidence.
-
-def _tensor_core_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
-    used, unused, unread = [], [], _unread(by_kernel, needs_sass=True)
-    for kernel, evidence in by_kernel.items():
-        if not evidence.sass_read:
-            continue
-        if evidence.uses_tensor_cores:
-            named = [f"{name}: {'/'.join(f.tensor_core_precisions)}" for name, f in _by_name(evidence)
-                     if f.uses_tensor_cores]
-            used.append(f"{kernel} ({_first(named)})")
-        else:
-            unused.append(kernel)
-    return "tensor cores: " + _join(
-        f"used in {', '.join(used)}" if used else "",
-        (f"not in {', '.join(unused)}" if used else f"not used in {', '.join(unused)}") if unused else "", *unread)
-
-
-def _cublas_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
-    called = [f"{k} ({_first(list(e.cublas_symbols))})" for k, e in by_kernel.items() if e.calls_cublas]
-    uncalled = [k for k, e in by_kernel.items() if e.readable and not e.calls_cublas]
-    unread = {k: e for k, e in by_kernel.items() if not e.readable}
-    return "cuBLAS: " + _join(
-        f"called in {', '.join(called)}" if called else "",
-        (f"not in {', '.join(uncalled)}" if called else f"not called in {', '.join(uncalled)}") if uncalled else "",
-        *_unread(unread, needs_sass=True))
-
-
-def _shared_memory_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
-    using, unused, unread = [], [], _unread(by_kernel, needs_sass=False)
-    for kernel, evidence in by_kernel.items():
-        if not evidence.functions:
-            continue
-        functions = [(name, f) for name, f in _by_name(evidence) if f.uses_shared_memory]
-        if not functions:
-            unused.append(kernel)
-            continue
-        name, largest = max(functions, key=lambda nf: nf[1].shared_bytes)
-        size = f"{_bytes(largest.shared_bytes)} per block" if largest.shared_bytes else "dynamic only"
-        others = f" and {len(functions) - 1} more" if len(functions) > 1 else ""
-        using.append(f"{kernel} {size} ({name}{others})")
-    return "shared memory: " + _join(", ".join(using), f"none in {', '.join(unused)}" if unused else "", *unread)
-
-
-def _register_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
-    registers, stacks, unread = [], [], _unread(by_kernel, needs_sass=False)
-    for kernel, evidence in by_kernel.items():
-        if not evidence.functions:
-            continue
-        named = _by_name(evidence)
-        name, most = max(named, key=lambda nf: nf[1].registers)
-        registers.append(f"{kernel} {most.registers} ({name})")
-        name, deepest = max(named, key=lambda nf: nf[1].stack_bytes + nf[1].local_bytes)
-        if deepest.stack_bytes + deepest.local_bytes:
-            stacks.append(f"{kernel} {_bytes(deepest.stack_bytes + deepest.local_bytes)} ({name})")
-    return "registers per thread: " + _join(", ".join(registers),
-                                           f"local memory per thread: {', '.join(stacks)}" if stacks else "", *unread)
-
-
-def _shuffle_sentence(by_kernel: Mapping[str, LibraryEvidence]) -> str:
-    read = {k: e for k, e in by_kernel.items() if e.sass_read}
-    used = [k for k, e in read.items() if e.uses_warp_shuffles]
-    unused = [k for k in read if k not in used]
-    return "warp shuffles: " + _join(
-        f"used in {', '.join(used)}" if used else "",
-        (f"not in {', '.join(unused)}" if used else f"not used in {', '.join(unused)}") if unused else "",
-        *_unread(by_kernel, needs_sass=True))
-
-
-def _unread(by_kernel: Mapping[str, LibraryEvidence], needs_sass: bool) -> list[str]:
-    """"no evidence for A, B (why)", one part per distinct reason."""
-    reasons: dict[str, list[str]] = {}
-    for kernel, evidence in by_kernel.items():
-        if not (evidence.sass_read if needs_sass else evidence.functions):
-            reasons.setdefault(evidence.note or "nothing read", []).append(kernel)
-    return [f"no evidence for {', '.join(kernels)} ({reason})" for reason, kernels in reasons.items()]
-
-
-def _by_name(evidence: LibraryEvidence) -> list[tuple[str, FunctionEvidence]]:
-    """One function per short name (a library built for two arches has each twice): the one with the most to show."""
-    chosen: dict[str, FunctionEvidence] = {}
-    for function in evidence.functions:
-        name = function.short_name if len(function.short_name) <= NAME_LIMIT else function.short_name[:NAME_LIMIT] + "…"
-        best = chosen.get(name)
-        if best is None or (function.tensor_core_instructions, function.shared_bytes, function.registers) > (
-                best.tensor_core_instructions, best.shared_bytes, best.registers):
-            chosen[name] = function
-    return sorted(chosen.items())
-
-
-def _first(items: list[str]) -> str:
-    shown = ", ".join(items[:FUNCTIONS_NAMED])
-    return shown + (f" and {len(items) - FUNCTIONS_NAMED} more" if len(items) > FUNCTIONS_NAMED else "")
-
-
-def _join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p) or "no kernels"
-
-
-def _bytes(count: int) -> str:
-    if count < 1024:
-        return f"{count} B"
-    return f"{count / 1024:.2f}".rstrip("0").rstrip(".") + " KiB"

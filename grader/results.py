@@ -95,6 +95,9 @@ class KernelResult:
     built_from: list[str] = field(default_factory=list)  # the files its library was compiled from
     log: str = ""  # the tail of its harnesses' stdout/stderr (instructors see it; students' reports don't)
     variant: str | None = None  # an optimization variant's copy of a kernel ("req_0/matmul"): the variant's name
+    # The whole-program check (grader/checks) whose result this is, by its registered name; None for a kernel.
+    check: str | None = None
+    check_hints: list[str] = field(default_factory=list)  # what the check's failure says beyond its cases
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", KernelStatus(self.status))
@@ -102,6 +105,58 @@ class KernelResult:
     @property
     def cases_passed(self) -> int:
         return sum(c.passed for c in self.cases)
+
+
+@dataclass(frozen=True)
+class FunctionFacts:
+    """One CUDA function of a built library, for one arch, as the evidence reports show it (grader.evidence)."""
+
+    name: str  # without return type and parameters: "ns::tile<64>"
+    arch: str  # "sm_90"
+    registers: int = 0  # per thread
+    shared_bytes: int = 0  # static shared memory per block, as declared
+    stack_bytes: int = 0  # per thread: local arrays and register spills
+    local_bytes: int = 0  # per thread: .local variables
+    tensor_core_instructions: int = 0  # static counts, not how often they execute
+    tensor_core_precisions: list[str] = field(default_factory=list)  # the types they take: "TF32", "FP16", ...
+    shared_instructions: int = 0  # shared-memory loads, stores, atomics and async copies
+    warp_shuffles: int = 0
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        return self.tensor_core_instructions > 0
+
+    @property
+    def uses_shared_memory(self) -> bool:
+        """Static shared memory, or shared-memory instructions (dynamic shared memory has no size in the binary)."""
+        return self.shared_bytes > 0 or self.shared_instructions > 0
+
+
+@dataclass(frozen=True)
+class LibraryFacts:
+    """What one kernel's built library shows of an optimization technique (grader.evidence reads it)."""
+
+    functions: list[FunctionFacts] = field(default_factory=list)
+    cublas_symbols: list[str] = field(default_factory=list)  # what it calls in cuBLAS
+    sass_read: bool = False  # its SASS was read: "no tensor-core instruction" is then a finding, not a gap
+    readable: bool = True  # its symbols could be read: no cuBLAS is then a finding
+    note: str = ""  # why some or all of the evidence is missing, in words
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        return any(f.uses_tensor_cores for f in self.functions)
+
+    @property
+    def calls_cublas(self) -> bool:
+        return bool(self.cublas_symbols)
+
+    @property
+    def uses_warp_shuffles(self) -> bool:
+        return any(f.warp_shuffles for f in self.functions)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LibraryFacts:
+        return cls(**{**data, "functions": [FunctionFacts(**f) for f in data.get("functions", [])]})
 
 
 @dataclass(frozen=True)
@@ -127,8 +182,13 @@ class VariantResult:
     missing_evidence: dict[str, list[str]] = field(default_factory=dict)
     missing_symbols: dict[str, list[str]] = field(default_factory=dict)
     evidence_unread: dict[str, str] = field(default_factory=dict)
-    evidence: list[str] = field(default_factory=list)  # what the binaries show, a sentence per kind of evidence
     penalty: float = 0.0  # points that missing evidence or symbols cost
+    # The kinds of evidence the variant asks its binaries to show (the spec's: "tensor_cores", ...), and per
+    # base kernel what its built library shows (where it was read): the reports say it in sentences.
+    evidence_kinds: list[str] = field(default_factory=list)
+    libraries: dict[str, LibraryFacts] = field(default_factory=dict)
+    # The sentences themselves, as a result stored before `libraries` was kept said them; empty since.
+    evidence: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Outcome(self.status))
@@ -238,14 +298,17 @@ class Result:
     def from_dict(cls, data: dict[str, Any]) -> Result:
         kernels = [
             KernelResult(
-                **{**k, "cases": [CaseResult(**{**_with_facts(c), "first_mismatch": Mismatch(**c["first_mismatch"])
-                                                if c.get("first_mismatch") else None}) for c in k["cases"]],
+                **{**_with_check(k), "cases": [CaseResult(**{**_with_facts(c), "first_mismatch": Mismatch(
+                                                   **c["first_mismatch"]) if c.get("first_mismatch") else None})
+                                               for c in k["cases"]],
                    "deductions": [Deduction(**d) for d in k.get("deductions", [])]}
             )
             for k in data["kernels"]
         ]
         late = Late(**data["late"]) if data.get("late") else None
-        variants = [VariantResult(**v) for v in data.get("variants", [])]
+        variants = [VariantResult(**{**v, "libraries": {name: LibraryFacts.from_dict(library) for name, library
+                                                        in v.get("libraries", {}).items()}})
+                    for v in data.get("variants", [])]
         retries = [Retry(**r) for r in data.get("retries", [])]
         return cls(**{**data, "kernels": kernels, "submission": Submission(**data["submission"]),
                       "environment": Environment(**data["environment"]), "late": late, "variants": variants,
@@ -254,6 +317,15 @@ class Result:
     @classmethod
     def from_json(cls, text: str) -> Result:
         return cls.from_dict(json.loads(text))
+
+
+def _with_check(kernel: dict[str, Any]) -> dict[str, Any]:
+    """A stored kernel with its check; one stored before it was a field is a check's result by its name."""
+    if "check" in kernel:
+        return kernel
+    from grader.checks import CHECK_NAMES  # the registry's names only: no plug-in is imported
+
+    return {**kernel, "check": name if (name := kernel["name"].split("/")[-1]) in CHECK_NAMES else None}
 
 
 def _with_facts(case: dict[str, Any]) -> dict[str, Any]:

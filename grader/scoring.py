@@ -12,7 +12,7 @@ import dataclasses
 
 from grader.build import Artifact
 from grader.compare import Verdict
-from grader.evidence import EVIDENCE_WORDS, SENTENCES_OF, summarize_evidence
+from grader.report.evidence import EVIDENCE_WORDS
 from grader.results import CaseResult, Deduction, KernelResult, Mismatch, VariantResult
 from grader.runner import CallOutcome
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
@@ -153,9 +153,8 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
                                       message=f"{missing}, so {variant.name} scores 0/{max_score:g}")
     kernels = {m.name: assignment.kernel(m.name) for m in members}
     built = {m.name: artifacts[m.name] for m in members if m.name in artifacts}
-    by_base = {kernels[name].base: a.evidence for name, a in built.items() if a.evidence is not None}
-    summary = summarize_evidence(by_base) if by_base else None
-    evidence = [getattr(summary, line) for kind in variant.evidence for line in SENTENCES_OF[kind]] if summary else []
+    # What each base kernel's library shows: the reports say it in sentences (grader.report.evidence).
+    libraries = {kernels[name].base: a.evidence.facts() for name, a in built.items() if a.evidence is not None}
     missing_evidence: dict[str, list[str]] = {}
     unread: dict[str, str] = {}
     missing_symbols: dict[str, list[str]] = {}
@@ -202,7 +201,8 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
         message = f"{variant.name}: {message}"
     return members, VariantResult(score=score, status=status, message=message, missing_evidence=missing_evidence,
                                   missing_symbols=missing_symbols,
-                                  evidence_unread=unread, evidence=evidence, penalty=round(penalty, 6), **facts)
+                                  evidence_unread=unread, evidence_kinds=list(variant.evidence),
+                                  libraries=libraries, penalty=round(penalty, 6), **facts)
 
 
 

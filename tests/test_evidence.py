@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from grader import evidence
-from grader.evidence import LibraryEvidence, evidence_of, summarize_evidence
+from grader.evidence import LibraryEvidence, evidence_of
+from grader.report.evidence import EvidenceSummary, summarize_evidence, variant_evidence
+from grader.results import LibraryFacts, VariantResult
 from grader.spec import PROJECT_ROOT
 from grader.targets.cuda import TARGET as CUDA
 
@@ -18,6 +22,11 @@ needs_sass = pytest.mark.skipif(
     evidence.find_cuobjdump() is None or evidence.find_nvdisasm() is None,
     reason="cuobjdump and nvdisasm are not installed (the CUDA toolkit's, or "
            "`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`)")
+
+
+def sentences(by_kernel: dict[str, LibraryEvidence]) -> EvidenceSummary:
+    """The reports' sentences for the libraries' evidence, from what a result keeps of it."""
+    return summarize_evidence({kernel: library.facts() for kernel, library in by_kernel.items()})
 
 WMMA_TF32_KERNEL = r"""// tf32-wmma-matmul: one warp per 16x16 tile of out, K in steps of 8.
 __global__ void matmul_tf32_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
@@ -174,7 +183,7 @@ def test_cublas_call_is_listed_with_its_symbol(tmp_path: Path) -> None:
     library = evidence_of(nvcc(CUBLAS_MATMUL, tmp_path, "cublas_matmul", "-arch=sm_90", *flags))
     assert library.calls_cublas and "cublasSgemm_v2" in library.cublas_symbols
     assert "cublasCreate_v2" in library.cublas_symbols
-    summary = summarize_evidence({"matmul": library})
+    summary = sentences({"matmul": library})
     assert summary.cublas.startswith("cuBLAS: called in matmul (cublasCreate_v2, cublasSgemm_v2")
 
 
@@ -199,13 +208,13 @@ def test_corrupt_library_gives_a_note(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "lib.so").write_bytes(content)
     library = evidence_of(tmp_path / "lib.so")
     assert library.functions == () and not library.sass_read and library.note
-    assert "tensor cores: no evidence for matmul (" in summarize_evidence({"matmul": library}).tensor_cores
+    assert "tensor cores: no evidence for matmul (" in sentences({"matmul": library}).tensor_cores
 
 
 def test_missing_library_gives_a_note(tmp_path: Path) -> None:
     library = evidence_of(tmp_path / "lib.so")
     assert library.note == f"no library at {tmp_path / 'lib.so'}" and not library.readable
-    assert summarize_evidence({"gelu": library}).cublas == f"cuBLAS: no evidence for gelu ({library.note})"
+    assert sentences({"gelu": library}).cublas == f"cuBLAS: no evidence for gelu ({library.note})"
 
 
 @needs_nvcc
@@ -214,7 +223,7 @@ def test_without_cuobjdump_the_evidence_says_so(matmuls: dict[str, LibraryEviden
     monkeypatch.setattr(evidence, "find_cuobjdump", lambda: None)
     library = evidence_of(Path(matmuls["sm_90"].library))
     assert library.note == "cuobjdump is not installed: no SASS evidence" and not library.sass_read
-    summary = summarize_evidence({"matmul": library})
+    summary = sentences({"matmul": library})
     assert summary.tensor_cores == "tensor cores: no evidence for matmul (cuobjdump is not installed: no SASS evidence)"
     assert summary.cublas == "cuBLAS: not called in matmul"  # nm still reads the symbols
 
@@ -243,8 +252,8 @@ def test_summary_names_kernels_by_what_their_libraries_show(matmuls: dict[str, L
     built = {name: evidence_of(nvcc(REFERENCE_TU.format(name=name), tmp_path / name, name, "-arch=sm_90",
                                     "-I", str(reference), "-O3", "-std=c++17"))
              for name in ("layernorm", "residual")}
-    summary = summarize_evidence({"matmul": matmuls["sm_90"], **built, "gelu": LibraryEvidence("gelu.so",
-                                  note="no device code: the library has no CUDA functions")})
+    summary = sentences({"matmul": matmuls["sm_90"], **built, "gelu": LibraryEvidence("gelu.so",
+                         note="no device code: the library has no CUDA functions")})
     assert summary.tensor_cores == ("tensor cores: used in matmul (matmul_tf32_kernel: TF32); not in layernorm, "
                                     "residual; no evidence for gelu (no device code: the library has no CUDA functions)")
     assert summary.cublas == "cuBLAS: not called in matmul, layernorm, residual, gelu"
@@ -254,3 +263,25 @@ def test_summary_names_kernels_by_what_their_libraries_show(matmuls: dict[str, L
     # The reference's layernorm reduces with warp shuffles, its residual is elementwise.
     assert summary.warp_shuffles.startswith("warp shuffles: used in layernorm; not in matmul, residual")
     assert len(summary.lines) == 5
+
+
+def test_what_a_result_keeps_of_the_evidence_loads_back_and_says_the_same() -> None:
+    """The reports' sentences are made from `LibraryEvidence.facts()`, which a result stores as JSON."""
+    def tile(arch: str, **figures: object) -> evidence.FunctionEvidence:
+        return evidence.FunctionEvidence("_Z4tileILi64EEvPf", "void tile<64>(float*)", "tile<64>", arch,
+                                         shared_bytes=4224, shared_loads=4, **figures)  # type: ignore[arg-type]
+
+    library = LibraryEvidence("matmul.so", (tile("sm_80", registers=40, tensor_core_instructions=8,
+                                                 tensor_core_forms=("HMMA.1684.F32.TF32",)),
+                                            tile("sm_90", registers=32)), ("cublasSgemm_v2",), sass_read=True)
+    facts = library.facts()
+    assert LibraryFacts.from_dict(json.loads(json.dumps(dataclasses.asdict(facts)))) == facts
+    assert [(f.name, f.arch, f.tensor_core_precisions) for f in facts.functions] == [
+        ("tile<64>", "sm_80", ["TF32"]), ("tile<64>", "sm_90", [])]
+    summary = summarize_evidence({"matmul": facts})
+    assert summary.lines == ("tensor cores: used in matmul (tile<64>: TF32)", "cuBLAS: called in matmul (cublasSgemm_v2)",
+                             "shared memory: matmul 4.12 KiB per block (tile<64>)",
+                             "registers per thread: matmul 40 (tile<64>)", "warp shuffles: not used in matmul")
+    variant = VariantResult("req_1", "tensor cores", "kernels_req_1", 1.0, 1.0, 1.0, "passed", "",
+                            evidence_kinds=["tensor_cores", "shared_memory"], libraries={"matmul": facts})
+    assert variant_evidence(variant) == [summary.tensor_cores, summary.shared_memory, summary.registers]

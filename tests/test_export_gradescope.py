@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
+from grader.export import gradescope_zip
 from grader.report import gradescope
 from grader.results import Result
 from grader.samples import variants
@@ -141,7 +142,7 @@ def run_autograder(zip_path: Path, root: Path, submission: Path, cache_dir: Path
     path_first: a folder put first in PATH (stand-ins for the container's tools). secret_mode: the
     secret file's mode after unzipping, where a test needs another than the zip's.
     """
-    gradescope.unpack(zip_path, root / "source")
+    gradescope_zip.unpack(zip_path, root / "source")
     if secret_mode is not None:
         (root / "source" / "secret").chmod(secret_mode)
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
@@ -236,7 +237,7 @@ def run_autograder_in_docker(zip_path: Path, tmp_path: Path, files: dict[str, by
     from grader.sandbox.docker import DEFAULT_IMAGE, docker_client
 
     root = tmp_path / "autograder"
-    gradescope.unpack(zip_path, root / "source")
+    gradescope_zip.unpack(zip_path, root / "source")
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     (root / "submission").mkdir()
     for name, data in files.items():

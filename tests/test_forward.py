@@ -346,6 +346,12 @@ def test_the_forward_result_survives_the_store_format(cpu_pack, cache_dir: Path)
     result = _grade(cpu_pack, "reference", cache_dir)
     assert Result.from_json(result.to_json()) == result
     assert dataclasses.asdict(_by_name(result)["forward"])["cases"][1]["max_abs_err"] < 1e-4
+    # The check says what it is; a result stored before it did is known by the check's name.
+    assert [k.name for k in result.kernels if k.check == "forward"] == ["forward"]
+    old = json.loads(result.to_json())
+    for kernel in old["kernels"]:
+        del kernel["check"]
+    assert Result.from_dict(old) == result
 
 
 def test_a_compile_only_grade_reports_the_check_not_run_and_draws_no_weights(tmp_path: Path,

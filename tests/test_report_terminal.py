@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from grader.cli import live as live_line
+from grader.cli.live import LiveLine
 from grader.pipeline import Options, grade
 from grader.report import terminal
-from grader.report import live as live_line
 from grader.report.hints import case_hints, kernel_hints
-from grader.report.live import LiveLine
 from grader.report.render import sizes
 from grader.results import Result
 from grader.runner import Call

@@ -218,6 +218,7 @@ def test_time_without_a_gpu_says_what_cannot_run_and_where(monkeypatch: pytest.M
 
 
 def test_gradescope_leaderboard_carries_the_specs_speedup_value(tmp_path: Path) -> None:
+    from grader.cli.export import speed_up
     from grader.pipeline import Options, not_graded
     from grader.report import gradescope
     from grader.results import Submission, SubmissionStatus
@@ -228,7 +229,7 @@ def test_gradescope_leaderboard_carries_the_specs_speedup_value(tmp_path: Path) 
                                                     timed("gelu", "req_0", 100.0)))
     reference = SubmissionTiming("ref", "gpt2-m2", (timed("matmul", "req_0", 150.0), timed("gelu", "req_0", 200.0)))
     table = speedup_table(student, reference, parse_timing({}, "t"))
-    board = gradescope.results_json(result, speed=table)["leaderboard"]
+    board = gradescope.results_json(result, speed=speed_up(table))["leaderboard"]
     assert board[0] == {"name": "speed-up vs the reference (geometric mean of 2 kernels)", "value": 1.0, "order": "desc"}
     assert "leaderboard" not in gradescope.results_json(result)  # nothing timed, nothing graded: no board
 

@@ -17,6 +17,7 @@ from grader.cases import Seed, prepare_inputs
 from grader.errors import SpecError
 from grader.pipeline import Options, build_stage, grade
 from grader.report import gradebook, html, markdown, terminal
+from grader.report.evidence import variant_evidence
 from grader.results import Result
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
@@ -346,8 +347,8 @@ def test_a_missing_required_symbol_is_flagged_and_costs_the_penalty_share(pack_r
     assert "opt_b must show its technique: flash_attention calls nothing matching memcpy (−1.5)" in opt_b.message
     # A C++ library has no device code: no evidence, which is said and costs nothing.
     assert set(opt_b.evidence_unread) == {"flash_attention"} and not opt_b.missing_evidence
-    assert opt_b.evidence and opt_b.evidence[0].startswith("shared memory: no evidence for standard_attention, "
-                                                           "flash_attention (")
+    said = variant_evidence(opt_b)
+    assert said and said[0].startswith("shared memory: no evidence for standard_attention, flash_attention (")
     assert found["opt_b/flash_attention"].deductions[-1].points == 1.0  # the penalty in proportion to the scores
     assert found["opt_a"].score == 6 and found["opt_a"].missing_symbols == {}
 
@@ -380,6 +381,22 @@ def test_variants_round_trip_through_json_and_the_store(broken_result: Result, t
     for kernel in old["kernels"]:
         del kernel["variant"]
     assert Result.from_dict(old).variants == []
+
+
+def test_a_variant_stored_with_its_evidence_in_sentences_still_shows_them(broken_result: Result) -> None:
+    """A result keeps what the binaries show (`libraries`) and the reports say it; one stored before that kept
+    the sentences themselves, which the reports show as they were."""
+    opt_b = next(v for v in broken_result.variants if v.name == "opt_b")
+    said = variant_evidence(opt_b)
+    assert said and opt_b.evidence == [] and opt_b.evidence_kinds == ["shared_memory"]
+    assert list(opt_b.libraries) == ["standard_attention", "flash_attention"]
+    data = broken_result.to_dict()
+    stored = next(v for v in data["variants"] if v["name"] == "opt_b")
+    del stored["libraries"], stored["evidence_kinds"]
+    stored["evidence"] = said
+    old = Result.from_dict(data)
+    assert variant_evidence(next(v for v in old.variants if v.name == "opt_b")) == said
+    assert markdown.render(old) == markdown.render(broken_result) and html.render(old) == html.render(broken_result)
 
 
 def test_reports_group_kernels_by_variant_base_first(broken_result: Result) -> None:
@@ -506,14 +523,14 @@ def test_tensor_core_evidence_from_the_variants_library(tmp_path: Path) -> None:
     assignment = cuda_pack(tmp_path)
     wmma = built_evidence(assignment, {"kernels_tc/matmul.cuh": WMMA_MATMUL}, tmp_path / "wmma", tmp_path / "cache")
     variant = wmma.variants[0]
-    assert variant.evidence == ["tensor cores: used in matmul (matmul_tf32_kernel: TF32)"]
+    assert variant_evidence(variant) == ["tensor cores: used in matmul (matmul_tf32_kernel: TF32)"]
     assert not variant.missing_evidence and not variant.evidence_unread
     # A folder that changes the file but not the technique: the plain FMA loop shows no HMMA.
     plain = built_evidence(assignment, {"kernels_tc/matmul.cuh": NAIVE_MATMUL.replace("course-naive", "my-naive")},
                            tmp_path / "plain", tmp_path / "cache")
     variant = plain.variants[0]
     assert variant.missing_evidence == {"matmul": ["tensor_cores"]} and not variant.changes_nothing
-    assert variant.evidence == ["tensor cores: not used in matmul"]
+    assert variant_evidence(variant) == ["tensor cores: not used in matmul"]
     assert "matmul: its binary shows no tensor-core instruction" in markdown.render(plain)
 
 
@@ -526,7 +543,7 @@ def test_without_cuobjdump_the_evidence_says_so_and_costs_nothing(tmp_path: Path
     variant = result.variants[0]
     assert variant.evidence_unread == {"matmul": "cuobjdump is not installed: no SASS evidence"}
     assert not variant.missing_evidence and variant.penalty == 0
-    assert variant.evidence == ["tensor cores: no evidence for matmul (cuobjdump is not installed: no SASS evidence)"]
+    assert variant_evidence(variant) == ["tensor cores: no evidence for matmul (cuobjdump is not installed: no SASS evidence)"]
 
 
 def test_build_stage_asks_for_evidence_only_where_a_variant_does(variants: Assignment, tmp_path: Path,

@@ -100,13 +100,12 @@ class Check(Protocol):
         """The result of one of its kernels (its own, or a variant's copy), every composed kernel built.
 
         kernels: the composed kernels by base name (a variant's copies: their tolerances); outcomes: its
-        calls' by case name; gold: `gold`'s, None where none of its calls ran to its end.
+        calls' by case name; gold: `gold`'s, None where none of its calls ran to its end. The result names
+        the check (`check`) and carries what its failure says beyond its cases (`check_hints`): reports
+        read the result alone.
         """
         ...
 
-    def hints(self, passed: dict[str, bool]) -> list[str]:
-        """What failing it says beyond the kernels' own cases, from which of its judged cases passed."""
-        ...
 
 
 def check_named(name: str) -> Check:

@@ -103,7 +103,8 @@ def _not_run(check: Kernel, why: str) -> KernelResult:
     """A check that could not run: every case not run, for why ("matmul did not compile")."""
     message = f"not run: {why}"
     cases = [CaseResult(c.name, c.public, CaseStatus.NOT_RUN, False, message) for c in check.cases]
-    return KernelResult(check.name, 0.0, check.weight, KernelStatus.NOT_RUN, message, cases, variant=check.variant)
+    return KernelResult(check.name, 0.0, check.weight, KernelStatus.NOT_RUN, message, cases, variant=check.variant,
+                        check=check.base)
 
 
 def prepare_check_gold(assignment: Assignment, kernels: tuple[Kernel, ...], cache_dir: Path) -> None:

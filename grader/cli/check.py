@@ -10,11 +10,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from grader.cli.live import LiveLine
 from grader.cli.options import add_grading_options, add_report_options, options_from, write_reports
 from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
-from grader.report.live import LiveLine
 from grader.spec import Assignment, list_assignments, load_assignment
 
 

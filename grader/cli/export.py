@@ -10,13 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from grader.cases import read_secret
 from grader.cli.report import add_result_argument, load_result, result_path, stored_results
 from grader.spec import load_assignment
-from grader.timing.table import read_table
+from grader.timing.table import SpeedupTable, read_table
+
+if TYPE_CHECKING:
+    from grader.report.gradescope import SpeedUp
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -54,7 +58,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_gradescope_zip(arguments: argparse.Namespace) -> int:
-    from grader.report import gradescope
+    from grader.export import gradescope_zip
 
     console = Console()
     assignment = load_assignment(arguments.assignment)
@@ -62,7 +66,7 @@ def run_gradescope_zip(arguments: argparse.Namespace) -> int:
     if secret is None:
         console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): hidden cases "
                       "will use the public seed, so their outputs are predictable")
-    path = gradescope.build_autograder(assignment, arguments.out, secret, arguments.sandbox)
+    path = gradescope_zip.build_autograder(assignment, arguments.out, secret, arguments.sandbox)
     console.print(f"Gradescope autograder written to {path}")
     return 0
 
@@ -72,7 +76,7 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
 
     path = result_path(arguments)
     if path.is_file():
-        speed = read_table(arguments.timing) if arguments.timing else None
+        speed = speed_up(read_table(arguments.timing)) if arguments.timing else None
         document = gradescope.results_json(load_result(path), tuple(arguments.note), speed)
     else:
         log = arguments.log.read_text(errors="replace") if arguments.log and arguments.log.is_file() else ""
@@ -83,6 +87,15 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
     arguments.out.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
     Console().print(f"results.json written to {arguments.out} (score {document['score']:g})")
     return 0
+
+
+def speed_up(table: SpeedupTable) -> SpeedUp | None:
+    """The table's leaderboard value as results.json takes it (`gradescope.SpeedUp`); None where none was measured."""
+    from grader.report import gradescope
+
+    if table.leaderboard_value is None:
+        return None
+    return gradescope.SpeedUp(table.leaderboard, table.leaderboard_value, table.leaderboard_rows)
 
 
 def run_junit(arguments: argparse.Namespace) -> int:

@@ -1,38 +1,40 @@
-"""Gradescope: `results.json` to the autograder specification, and the autograder zip that writes it.
+"""Gradescope: `results.json` to the autograder specification.
 
 One Gradescope test per kernel × case. Public cases are visible; hidden cases are visible only after
 the due date ("after_due_date"), so their names, scores and messages don't leak before it. The
 top-level output speaks of public cases only, for the same reason.
+
+The autograder zip whose run_autograder writes it is an export of its own (grader.export.gradescope_zip).
 """
 
 from __future__ import annotations
 
-import shutil
-import stat
-import zipfile
-from pathlib import Path
+from dataclasses import dataclass
 
+from grader.report.evidence import variant_evidence
 from grader.report.hints import case_hints, kernel_hints
-from grader.report.render import environment
 from grader.results import KernelResult, Result
-from grader.spec import PROJECT_ROOT, Assignment
 from grader.status import KernelStatus, Outcome
-from grader.targets import target_of
-from grader.timing.table import SpeedupTable
 
 PUBLIC, HIDDEN = "visible", "after_due_date"
 MICRO = 1_000_000  # results.json's points are exact to a millionth: per-case points are counted in these
-# What the zip carries of this repository: the grader itself and the one assignment's pack.
-PACKAGE_FILES = ("pyproject.toml", "README.md")
-PACK_FOLDERS = ("assignments", "reference", "student_template")
 
 
-def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedupTable | None = None) -> dict:
+@dataclass(frozen=True)
+class SpeedUp:
+    """The leaderboard value of a submission's speed-up table (`grader time`), as its caller read it there."""
+
+    measure: str  # the spec's [timing] leaderboard: "geomean_speedup_vs_reference" or "geomean_speedup_vs_m1"
+    value: float  # a geometric mean of speed-ups: higher is better
+    kernels: int  # the rows it is the geometric mean of
+
+
+def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedUp | None = None) -> dict:
     """The whole results.json object for one graded submission.
 
     notes: lines for staff and students alike, above the summary (how the autograder graded it).
-    speed: the submission's speed-up table (`grader time`), whose leaderboard value the spec's
-    [timing] names: it leads Gradescope's `leaderboard`.
+    speed: the leaderboard value of the submission's speed-up table (`grader time`), the measure the
+    spec's [timing] names: it leads Gradescope's `leaderboard`.
     """
     tests = [test for kernel in result.kernels for test in _kernel_tests(kernel)]
     if result.late and result.late.points_deducted:
@@ -139,7 +141,7 @@ def _summary(result: Result) -> str:
         said = [f"`{variant.folder}/` is not in the submission"] if variant.status is Outcome.NOT_SUBMITTED else []
         if variant.changes_nothing and variant.status is not Outcome.NOT_SUBMITTED:
             said.append(f"changes none of {', '.join(variant.must_change)}")
-        said += variant.evidence
+        said += variant_evidence(variant)
         lines.append(f"- variant `{variant.name}`, {variant.title} ({variant.max_score:g} points, graded on every "
                      f"kernel): " + ("; ".join(said) or "its folder was laid over the base"))
     if any(not c.public for k in result.kernels for c in k.cases):
@@ -149,15 +151,14 @@ def _summary(result: Result) -> str:
     return "\n".join(lines)
 
 
-def _speed_entry(speed: SpeedupTable | None) -> list[dict]:
+def _speed_entry(speed: SpeedUp | None) -> list[dict]:
     """The spec's leaderboard value (a geometric mean of speed-ups: higher is better), where one was measured."""
-    if speed is None or speed.leaderboard_value is None:
+    if speed is None:
         return []
     measure = {"geomean_speedup_vs_m1": "speed-up vs your kernels/",
-               "geomean_speedup_vs_reference": "speed-up vs the reference"}.get(speed.leaderboard, speed.leaderboard)
-    kernels = f"{speed.leaderboard_rows} kernel{'' if speed.leaderboard_rows == 1 else 's'}"
-    return [{"name": f"{measure} (geometric mean of {kernels})",
-             "value": speed.leaderboard_value, "order": "desc"}]
+               "geomean_speedup_vs_reference": "speed-up vs the reference"}.get(speed.measure, speed.measure)
+    kernels = f"{speed.kernels} kernel{'' if speed.kernels == 1 else 's'}"
+    return [{"name": f"{measure} (geometric mean of {kernels})", "value": speed.value, "order": "desc"}]
 
 
 def _leaderboard(result: Result) -> list[dict]:
@@ -169,49 +170,3 @@ def _leaderboard(result: Result) -> list[dict]:
             value = largest.device_ms if largest.device_ms is not None else largest.wall_ms
             board.append({"name": f"{kernel.name} ms ({largest.name})", "value": round(value, 4), "order": "asc"})
     return board
-
-
-def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None = None,
-                     sandbox: str = "local") -> Path:
-    """Write `autograder-<name>.zip` (setup.sh, run_autograder, the grader, the pack) to out_dir."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    zip_path = out_dir / f"autograder-{assignment.name}.zip"
-    context = {"assignment": assignment, "has_secret": secret is not None, "sandbox": sandbox,
-               "needs_gpu": target_of(assignment).needs_gpu}
-    templates = environment(autoescape=False)
-    executable = stat.S_IFREG | 0o755
-    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name in ("setup.sh", "run_autograder"):
-            info = zipfile.ZipInfo(name)
-            info.external_attr = executable << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, templates.get_template(f"gradescope/{name}.j2").render(context))
-        if secret is not None:
-            archive.writestr("secret", secret + "\n")
-        for path in _grader_files(assignment):
-            info = zipfile.ZipInfo.from_file(path, f"kernel-grader/{path.relative_to(PROJECT_ROOT).as_posix()}")
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, path.read_bytes())
-    return zip_path
-
-
-def unpack(zip_path: Path, source_dir: Path) -> None:
-    """Extract as Gradescope does into /autograder/source, keeping the executable bits."""
-    with zipfile.ZipFile(zip_path) as archive:
-        for info in archive.infolist():
-            target = source_dir / info.filename
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as member, open(target, "wb") as out:
-                shutil.copyfileobj(member, out)
-            mode = (info.external_attr >> 16) & 0o777
-            if mode:
-                target.chmod(mode)
-
-
-def _grader_files(assignment: Assignment) -> list[Path]:
-    files = [PROJECT_ROOT / name for name in PACKAGE_FILES if (PROJECT_ROOT / name).is_file()]
-    roots = [PROJECT_ROOT / "grader"] + [PROJECT_ROOT / folder / assignment.name for folder in PACK_FOLDERS]
-    for root in roots:
-        files += [p for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
-                  and p.suffix not in (".pyc", ".so", ".o")]
-    return files

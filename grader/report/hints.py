@@ -5,7 +5,6 @@ A hint names the pattern and where to look; it never guesses when the figures do
 
 from __future__ import annotations
 
-from grader.checks import CHECK_NAMES, check_named
 from grader.results import CaseResult, KernelResult
 from grader.status import CaseStatus, KernelStatus
 
@@ -88,8 +87,8 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
         return [f"This assignment asks you to write this kernel yourself: replace the calls to "
                 f"{', '.join(kernel.forbidden_symbols) or 'the forbidden library'} with your own kernel code."]
     compared = [c for c in kernel.cases if c.status.was_judged]
-    if (check := kernel.name.split("/")[-1]) in CHECK_NAMES:  # a check's result: its plug-in's hints
-        return check_named(check).hints({c.name: c.passed for c in compared})
+    if kernel.check is not None:  # a whole-program check's result: what its plug-in put into the result
+        return list(kernel.check_hints)
     passed = [c for c in compared if c.passed]
     failed = [c for c in compared if not c.passed]
     if not passed or not failed:

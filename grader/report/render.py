@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import jinja2
 
-from grader.evidence import EVIDENCE_WORDS
+from grader.report.evidence import EVIDENCE_WORDS, variant_evidence
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import CaseResult, KernelResult, Result, VariantResult
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
@@ -80,6 +80,7 @@ class VariantView:
     variant: VariantResult
     kernels: list[KernelView]
     flags: list[str]
+    evidence: list[str]  # what its binaries show, a sentence per kind of evidence
 
 
 def variant_flags(variant: VariantResult) -> list[str]:
@@ -100,7 +101,8 @@ def grouped(result: Result) -> tuple[list[KernelView], list[VariantView]]:
     views = kernel_views(result)
     names = {variant.name for variant in result.variants}
     base = [v for v in views if v.kernel.variant not in names]
-    variants = [VariantView(variant, [v for v in views if v.kernel.variant == variant.name], variant_flags(variant))
+    variants = [VariantView(variant, [v for v in views if v.kernel.variant == variant.name], variant_flags(variant),
+                            variant_evidence(variant))
                 for variant in result.variants]
     return base, variants
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grader.report.evidence import variant_evidence
 from grader.report.render import KernelView, compiled_files, context, sizes, variant_flags
 from grader.results import KernelResult, Result
 from grader.status import KernelStatus, Outcome
@@ -56,7 +57,7 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
         _line(console, Text("  " + variant.message))  # it starts with the variant's name
         for flag in variant_flags(variant):
             _line(console, Text.assemble("  ", ("flag", "yellow"), ": ", flag))
-        for evidence in variant.evidence:
+        for evidence in variant_evidence(variant):
             _line(console, Text("  " + evidence))
     _line(console, Text(f"score {result.score:.4g} / {result.max_score:g}", "bold"))
     _line(console, Text(f"device: {result.environment.device or 'none'}   compiler: {result.environment.compiler}   "

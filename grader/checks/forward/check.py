@@ -14,7 +14,7 @@ from grader.checks.forward.inputs import PARAMETERS_FILE, REFERENCE_FILE, TOKENS
 from grader.checks.forward.layout import (Step, activation_tensors, logits_offset, parameter_tensors, regions, steps_of,
                                           total)
 from grader.checks.forward.spec import FORWARD, FORWARD_CASES, Forward, load_forward
-from grader.checks.forward.verdict import forward_hints, forward_result
+from grader.checks.forward.verdict import forward_result
 from grader.protocol import Composition, Space
 from grader.results import KernelResult
 from grader.runner import CallOutcome
@@ -70,9 +70,6 @@ class ForwardCheck:
     def result(self, assignment: Assignment, spec: Forward, check: Kernel, kernels: dict[str, Kernel],
                outcomes: dict[str, CallOutcome | None], gold: ForwardGold | None, log: str) -> KernelResult:
         return forward_result(check, spec, forward_steps(assignment, spec), kernels, outcomes, gold, log)
-
-    def hints(self, passed: dict[str, bool]) -> list[str]:
-        return forward_hints(passed)
 
 
 CHECK = ForwardCheck()

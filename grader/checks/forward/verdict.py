@@ -16,7 +16,7 @@ from grader.build import Artifact
 from grader.compare import compare
 from grader.checks.forward.gold import ForwardGold
 from grader.checks.forward.layout import Step
-from grader.checks.forward.spec import Forward
+from grader.checks.forward.spec import FORWARD, Forward
 from grader.protocol import Sealed, seal_of
 from grader.results import CaseResult, KernelResult, Mismatch
 from grader.runner import CallOutcome
@@ -45,7 +45,9 @@ def forward_result(check: Kernel, forward: Forward, steps: tuple[Step, ...], ker
             cases.append(dataclasses.replace(judges[case.name](case, outcome, gold), wall_ms=outcome.wall_ms,
                                              device_ms=outcome.device_ms))
     artifact = Artifact(check.name, BuildStatus.BUILT, None, "", (), True, 0.0)
-    return score_kernel(check, artifact, cases, None, log)
+    judged = {c.name: c.passed for c in cases if c.status.was_judged}
+    return dataclasses.replace(score_kernel(check, artifact, cases, None, log), check=FORWARD,
+                               check_hints=forward_hints(judged))
 
 
 def _not_judged(case: Case, outcome: CallOutcome | None, steps: tuple[Step, ...]) -> CaseResult:
