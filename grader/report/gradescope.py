@@ -15,16 +15,17 @@ from pathlib import Path
 from grader.report.hints import case_hints, kernel_hints
 from grader.report.render import environment
 from grader.results import KernelResult, Result
-from grader.spec import PROJECT_ROOT, Assignment
+from grader.spec import ASSIGNMENTS_DIR, PROJECT_ROOT, Assignment
 from grader.status import KernelStatus, Outcome
 from grader.targets import target_of
 from grader.timing.table import SpeedupTable
 
 PUBLIC, HIDDEN = "visible", "after_due_date"
 MICRO = 1_000_000  # results.json's points are exact to a millionth: per-case points are counted in these
-# What the zip carries of this repository: the grader itself and the one assignment's pack.
+# What the zip carries of this repository: the grader itself and the one assignment's folder, but for
+# its sample submissions (the autograder grades uploads, not samples).
 PACKAGE_FILES = ("pyproject.toml", "README.md")
-PACK_FOLDERS = ("assignments", "reference", "student_template")
+ASSIGNMENT_LEFT_OUT = ("samples",)
 
 
 def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedupTable | None = None) -> dict:
@@ -210,7 +211,10 @@ def unpack(zip_path: Path, source_dir: Path) -> None:
 
 def _grader_files(assignment: Assignment) -> list[Path]:
     files = [PROJECT_ROOT / name for name in PACKAGE_FILES if (PROJECT_ROOT / name).is_file()]
-    roots = [PROJECT_ROOT / "grader"] + [PROJECT_ROOT / folder / assignment.name for folder in PACK_FOLDERS]
+    folder = ASSIGNMENTS_DIR / assignment.name
+    files += [p for p in sorted(folder.iterdir()) if p.is_file()]
+    roots = [PROJECT_ROOT / "grader"] + [p for p in sorted(folder.iterdir())
+                                        if p.is_dir() and p.name not in ASSIGNMENT_LEFT_OUT]
     for root in roots:
         files += [p for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
                   and p.suffix not in (".pyc", ".so", ".o")]
