@@ -5,17 +5,17 @@
 Each size is a class of its own: that many git repositories (built as `synthetic_class.py` builds
 them, a roster beside them) graded by the real `grader batch` CLI with the local executor and its
 defaults (sanitizer on), unless batch options are given after the script's own. The mix comes
-from the pack's corpus (tests/submissions/<pack>/), shuffled into roster order:
+from the assignment's samples (assignments/<name>/samples/), shuffled into roster order:
 - correct: the reference, the course-style submissions and the alternatives, in turn;
-- broken: the mutants (failing, forbidden) and a compile error where the pack has one: 3/10;
+- broken: the mutants (failing, forbidden) and a compile error where the assignment has one: 3/10;
 - crashing: the hostile crashes (not the attacker's corpus, attack-*): 1/12, at least one;
-- timing out: exactly one (the pack's first hostile time-out, an infinite loop).
+- timing out: exactly one (the assignment's first hostile time-out, an infinite loop).
 Every source of every submission carries a comment of its own (the class's size and the
 student's number), so no build comes from the cache: builds are cold. Inputs and gold are
 computed once before anything is timed (said in the output) and are warm for every class.
 
 Printed: submissions per hour, seconds per submission (wall / N) at each size and their ratio
-(1.0: flat), CPU utilisation and, on CUDA packs, GPU utilisation (nvidia-smi every 0.5 s), the
+(1.0: flat), CPU utilisation and, on CUDA assignments, GPU utilisation (nvidia-smi every 0.5 s), the
 share of time compiling and running, the outcomes, and each stage summed over the class. The
 figures are written to --json after each size, so a run stopped early keeps the sizes it finished.
 """
@@ -44,7 +44,7 @@ SECRET = "class-on-gpu-benchmark"
 
 
 def corpus_pools(assignment: Assignment) -> dict[str, list]:
-    """The pack's bundled submissions by kind; the attacker's corpus (attack-*) is not a class's mix."""
+    """The assignment's samples by kind; the attacker's corpus (attack-*) is not a class's mix."""
     bundled = [v for v in variants(assignment) if not v.name.startswith("attack-")]
     return {
         "correct": [None] + [v for v in bundled if v.kind in ("course", "alternative") and v.expect == "passed"],

@@ -4,7 +4,7 @@
 
 - floor compile: every kernel of the submission compiled at once, one compiler process per kernel,
   with exactly the command the grader's build runs (the target's flags, the generated kg_call shim,
-  the pack's libraries), no sandbox, no cache; wall time from the first start to the last end.
+  the assignment's libraries), no sandbox, no cache; wall time from the first start to the last end.
 - floor run: one plain Python process, launched and timed from outside (interpreter, NumPy, the
   CUDA context included), that loads each kernel's library and calls it once on its smallest
   case: buffers allocated and filled on the host, copied over in one transfer each; no sandbox,
@@ -17,9 +17,9 @@
   warms the caches (builds, inputs, gold), then the median wall time of N runs, with the median of
   each stage the result reports (`stages`).
 The ratios are each grader figure over the floor's total (compile + run): absolute times move
-between machines, the ratio less. Without a GPU (a CUDA pack), only the compile floor is measured.
+between machines, the ratio less. Without a GPU (a CUDA assignment), only the compile floor is measured.
 
-Default submission: the pack's reference as `grader.samples.compose` lays it out.
+Default submission: the assignment's reference as `grader.samples.compose` lays it out.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--assignment", default="gpt2-m1")
     parser.add_argument("--submission", type=Path, default=None,
-                        help="a submission folder (default: the pack's reference, composed)")
+                        help="a submission folder (default: the assignment's reference, composed)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each grader command (default 3)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     arguments = parser.parse_args()

@@ -2,7 +2,7 @@
 
     python benchmarks/tolerance_margins.py ASSIGNMENT [--out FILE.md] [--json FILE.json] [--only NAME ...]
 
-Grades every alternative, course-style and mutant variant in tests/submissions/ASSIGNMENT (its own
+Grades every alternative, course-style and mutant sample in assignments/ASSIGNMENT/samples/ (its own
 kernel, or every kernel for a whole submission, kernel = "all") and prints one table per kernel:
 a row per variant, a column per case holding its `tolerance_used` (the worst |y - g| / (atol +
 rtol |g|); at most 1 passes). The margin rule: a correct family (alternative, course) stays within

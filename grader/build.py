@@ -216,7 +216,7 @@ def save_build(folder: Path, library: Path | None, record: dict[str, Any]) -> No
 
 @functools.cache
 def library_flags(libraries: tuple[str, ...], toolchain: Toolchain) -> tuple[str, ...]:
-    """Compiler flags that link the pack's libraries where this machine has them (the toolchain's target says how)."""
+    """Compiler flags that link the assignment's libraries where this machine has them (the toolchain's target says how)."""
     return target_named(toolchain.target).library_flags(libraries)
 
 

@@ -25,7 +25,7 @@ SECRET_ENV = "KERNEL_GRADER_SECRET"
 
 @dataclass(frozen=True)
 class Seed:
-    """What case inputs are drawn from: the pack's public seed, plus the instructor's secret if any."""
+    """What case inputs are drawn from: the assignment's public seed, plus the instructor's secret if any."""
 
     public: int
     secret: str | None = None
@@ -61,7 +61,7 @@ def case_rng(assignment: Assignment, kernel: Kernel, case: Case, seed: Seed) -> 
 
 
 def make_case_inputs(assignment: Assignment, kernel: Kernel, case: Case, seed: Seed) -> dict[str, np.ndarray]:
-    """Run the pack's generator and check it returned exactly the input buffers the spec declares."""
+    """Run the assignment's generator and check it returned exactly the input buffers the spec declares."""
     make_inputs = assignment.make_inputs()
     where = f"{assignment.inputs_file}: make_inputs({kernel.base!r}, case {case.name!r})"
     try:

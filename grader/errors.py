@@ -9,7 +9,7 @@ class GraderError(Exception):
 
 
 class SpecError(GraderError):
-    """An assignment pack (assignment.toml, inputs.py, numpy_reference.py) is broken."""
+    """An assignment (assignment.toml, inputs.py, numpy_reference.py) is broken."""
 
 
 class SubmissionError(GraderError):
@@ -17,7 +17,7 @@ class SubmissionError(GraderError):
 
 
 class GoldError(GraderError):
-    """The trusted reference failed to produce gold outputs: the pack, not the student, is wrong."""
+    """The trusted reference failed to produce gold outputs: the assignment, not the student, is wrong."""
 
 
 class StoreError(GraderError):

@@ -1,4 +1,4 @@
-"""Gold outputs: the pack's float64 NumPy truth, or the trusted reference run through the very
+"""Gold outputs: the assignment's float64 NumPy truth, or the trusted reference run through the very
 same build and run path, as the spec's `gold` says.
 
 Cached by content (the NumPy reference's source, or the reference's build: sources, flags,
@@ -72,7 +72,7 @@ def gold_outputs(
 
 def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path]],
                 cache_dir: Path) -> dict[GoldKey, dict[str, np.ndarray]]:
-    """Gold from numpy_reference.py, in float64, computed in this process (pack code, not student code)."""
+    """Gold from numpy_reference.py, in float64, computed in this process (the assignment's code, not student code)."""
     source = assignment.numpy_reference_file
     version = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     truth = None

@@ -15,7 +15,7 @@ is safe).
 
 Only the standard library, NumPy, `grader.protocol` and the target's harness half (the plan's
 `device_module`) are imported here; a harness running a composed call also imports its check's
-harness half (the composition's `runner`: NumPy, `grader.checks.program`, and maybe the pack's
+harness half (the composition's `runner`: NumPy, `grader.checks.program`, and maybe the assignment's
 numpy_reference.py).
 """
 

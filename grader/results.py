@@ -272,7 +272,7 @@ class Result:
     message: str = ""  # why a submission was not graded (the git error, ...)
     raw_score: float | None = None  # before the late penalty; `score` is after it
     late: Late | None = None
-    variants: list[VariantResult] = field(default_factory=list)  # a pack's optimization variants, in its order
+    variants: list[VariantResult] = field(default_factory=list)  # an assignment's optimization variants, in its order
     retries: list[Retry] = field(default_factory=list)  # stages run again alone after the machine failed them
     schema_version: int = SCHEMA_VERSION
 

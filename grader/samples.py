@@ -1,5 +1,6 @@
-"""Sample submissions: the reference with one variant folder (an alternative, a mutant or a
-hostile file) laid over it. The demo grades them; the tests build their corpus the same way."""
+"""Sample submissions: the reference with one sample folder (an alternative, a mutant or a
+hostile file) laid over it. An assignment's samples are `assignments/<name>/samples/<sample>/`, each
+with its VARIANT.toml. The demo grades them; the tests build their corpus the same way."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ from pathlib import Path
 
 from grader.errors import SpecError
 from grader.sources import overlay_files
-from grader.spec import PROJECT_ROOT, Assignment
+from grader.spec import Assignment
 from grader.status import KernelStatus
 
-VARIANTS_DIR = PROJECT_ROOT / "tests" / "submissions"
 VARIANT_FILE = "VARIANT.toml"  # what a sample is, beside its files: never part of the submission
 
 
@@ -25,7 +25,7 @@ ALL_KERNELS = "all"  # a VARIANT.toml's kernel for a whole submission (a course-
 
 @dataclass(frozen=True)
 class Sample:
-    """One sample submission (not to be confused with a pack's optimization variants, `grader.spec.Variant`)."""
+    """One sample submission (not to be confused with an assignment's optimization variants, `grader.spec.Variant`)."""
 
     name: str
     folder: Path
@@ -41,8 +41,9 @@ class Sample:
 
 
 def variants(assignment: Assignment) -> list[Sample]:
+    """The assignment's samples (`Assignment.samples_dir`), by name."""
     found = []
-    for folder in sorted((VARIANTS_DIR / assignment.name).glob(f"*/{VARIANT_FILE}")):
+    for folder in sorted(assignment.samples_dir.glob(f"*/{VARIANT_FILE}")):
         meta = tomllib.loads(folder.read_text())
         failed = meta.get("failed_cases")
         if meta["expect"] not in {s.value for s in KernelStatus}:
@@ -58,7 +59,7 @@ def compose(assignment: Assignment, variant: Sample | None, destination: Path) -
     """A submission folder: the reference, with the variant's files (if any) replacing its own.
 
     The variant is laid over by the course's overlay rule (`grader.sources.overlay_files`), the
-    rule a pack's variant folders are graded by.
+    rule an assignment's variant folders are graded by.
     """
     shutil.copytree(assignment.reference_dir, destination, dirs_exist_ok=True)
     if variant is not None:

@@ -12,7 +12,7 @@ import pytest
 from grader.pipeline import Options, grade
 from grader.results import Result
 from grader.samples import Sample, compose, variants
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.spec import ASSIGNMENTS_DIR, Assignment, load_assignment
 
 import hermetic
 
@@ -118,8 +118,6 @@ def variant_params(name: str) -> list:
     return [pytest.param(v, id=v.name) for v in variants(assignment)]
 
 
-def copy_pack(name: str, destination: Path) -> Path:
-    """A writable copy of a pack with its reference and template beside it, as in the repository."""
-    for folder in ("assignments", "reference", "student_template"):
-        shutil.copytree(PROJECT_ROOT / folder / name, destination / folder / name)
-    return destination / "assignments" / name
+def copy_assignment(name: str, destination: Path) -> Path:
+    """A writable copy of an assignment's whole folder (reference, template, samples), as destination/assignments/<name>."""
+    return Path(shutil.copytree(ASSIGNMENTS_DIR / name, destination / "assignments" / name))

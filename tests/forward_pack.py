@@ -67,7 +67,7 @@ CASES = {
 
 
 def make_forward_pack(root: Path, weight: float = 1.0, time_limit: float = 20.0) -> Assignment:
-    """The pack under root/assignments/gpt2-cpu (and its reference beside it, as in the repository);
+    """The pack under root/assignments/gpt2-cpu (with its reference/ inside, as in the repository);
     `time_limit`: each call's, and the forward check's for its three passes."""
     pack = root / "assignments" / NAME
     pack.mkdir(parents=True)
@@ -77,7 +77,7 @@ def make_forward_pack(root: Path, weight: float = 1.0, time_limit: float = 20.0)
     spec = HEADER.format(weight=weight, time_limit=time_limit, budget=2 * time_limit,
                          forward_time_limit=time_limit) + "".join(_kernel_table(t) for t in _tables((m1 / "assignment.toml").read_text()))
     (pack / "assignment.toml").write_text(spec)
-    submission(root / "reference", NAME)
+    submission(pack, "reference")
     return load_assignment(pack)
 
 

@@ -13,13 +13,13 @@ from grader.batch.late import apply_late_policy, late_days
 from grader.spec import LatePolicy, load_assignment
 from grader.store import Store
 
-from conftest import copy_pack
+from conftest import copy_assignment
 from test_batch import DEADLINE, DEADLINE_AT, at, make_repo, run_batch
 from test_store import result
 
 
 def with_late_table(tmp_path: Path, table: str) -> Path:
-    pack = copy_pack("flash-attention-cpu", tmp_path / "packs")
+    pack = copy_assignment("flash-attention-cpu", tmp_path / "packs")
     spec = pack / "assignment.toml"
     text = spec.read_text()
     # The table goes after every [assignment] key, just before the first kernel.

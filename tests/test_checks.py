@@ -13,7 +13,7 @@ from grader.checks import CHECK_NAMES, check_named
 from grader.errors import SpecError
 from grader.spec import load_assignment
 
-from conftest import copy_pack
+from conftest import copy_assignment
 
 GRADER = Path(grader.__file__).resolve().parent
 
@@ -26,7 +26,7 @@ def test_the_registry_lists_the_forward_check_by_name() -> None:
 
 
 def test_a_table_that_names_no_check_is_named_with_the_checks_there_are(tmp_path: Path) -> None:
-    pack = copy_pack("gpt2-m1", tmp_path)
+    pack = copy_assignment("gpt2-m1", tmp_path)
     spec = pack / "assignment.toml"
     spec.write_text(spec.read_text() + "\n[decode]\nweight = 1\n")
     with pytest.raises(SpecError) as error:
@@ -36,8 +36,8 @@ def test_a_table_that_names_no_check_is_named_with_the_checks_there_are(tmp_path
 
 
 def test_a_pack_based_on_another_inherits_its_checks_table_and_may_replace_it(tmp_path: Path) -> None:
-    m2 = copy_pack("gpt2-m2", tmp_path)
-    copy_pack("gpt2-m1", tmp_path)
+    m2 = copy_assignment("gpt2-m2", tmp_path)
+    copy_assignment("gpt2-m1", tmp_path)
     assert load_assignment(m2).check("forward").T == 32
     spec = m2 / "assignment.toml"
     spec.write_text(spec.read_text() + "\n[forward]\nB = 1\nT = 16\n")

@@ -136,7 +136,7 @@ def test_workflow_runs_on_push_on_a_self_hosted_gpu_runner() -> None:
 
 
 @pytest.mark.parametrize("assignment", [a.name for a in list_assignments()])
-def test_every_student_template_carries_the_workflow(assignment: str) -> None:
+def test_every_template_carries_the_workflow(assignment: str) -> None:
     pack = load_assignment(assignment)
     copy = pack.template_dir / ".github" / "workflows" / "grade.yml"
     assert copy.read_text() == template_workflow(pack), (

@@ -130,9 +130,10 @@ def test_the_zip_holds_setup_and_an_executable_run_autograder_at_its_root(autogr
     assert {"setup.sh", "run_autograder", "kernel-grader/pyproject.toml", "kernel-grader/grader/cli/__init__.py",
             "kernel-grader/grader/report/templates/report.html.j2",
             "kernel-grader/assignments/flash-attention-cpu/assignment.toml",
-            "kernel-grader/reference/flash-attention-cpu/src/flash_attention.cpp"} <= names
+            "kernel-grader/assignments/flash-attention-cpu/reference/src/flash_attention.cpp",
+            "kernel-grader/assignments/flash-attention-cpu/template/README.md"} <= names
     assert modes["run_autograder"] & stat.S_IXUSR and modes["setup.sh"] & stat.S_IXUSR
-    assert not any("gpt2-m1" in n or "__pycache__" in n for n in names)
+    assert not any("gpt2-m1" in n or "__pycache__" in n or "/samples/" in n for n in names)
 
 
 def run_autograder(zip_path: Path, root: Path, submission: Path, cache_dir: Path,

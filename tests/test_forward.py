@@ -24,7 +24,7 @@ from grader.runner import CallOutcome
 from grader.spec import load_assignment
 from grader.status import CallStatus
 
-from conftest import copy_pack
+from conftest import copy_assignment
 from forward_pack import make_forward_pack, make_variant_pack, mutant, submission
 
 GPT2 = Forward(weight=0.0, B=2, T=32)  # GPT-2 124M's shapes
@@ -45,7 +45,7 @@ def test_gpt2_m1_declares_the_forward_check_unscored_and_m2_inherits_one_per_var
 
 
 def _with_forward(tmp_path: Path, table: str) -> Path:
-    pack = copy_pack("gpt2-m1", tmp_path)
+    pack = copy_assignment("gpt2-m1", tmp_path)
     spec = pack / "assignment.toml"
     text = spec.read_text()
     start = text.index("[forward]")
@@ -72,7 +72,7 @@ def test_a_bad_forward_table_is_named_with_its_key(tmp_path: Path, table: str, w
 
 
 def test_a_kernel_the_composition_cannot_call_is_named(tmp_path: Path) -> None:
-    pack = copy_pack("gpt2-m1", tmp_path)
+    pack = copy_assignment("gpt2-m1", tmp_path)
     spec = pack / "assignment.toml"
     text = spec.read_text()
     gelu = text.index('name = "gelu"')
@@ -225,7 +225,7 @@ def cpu_pack(tmp_path_factory: pytest.TempPathFactory):
 
 def _grade(cpu_pack, name: str, cache_dir: Path) -> Result:
     assignment, root = cpu_pack
-    folder = root / "reference" / "gpt2-cpu" if name == "reference" else submission(root / "submissions", name,
+    folder = assignment.reference_dir if name == "reference" else submission(root / "submissions", name,
                                                                                     mutant(name))
     return grade(folder, assignment, Options(cache_dir=cache_dir))
 
@@ -336,9 +336,9 @@ def test_a_variant_whose_forward_check_fails_loses_that_variant_only(cpu_pack, c
 
 def test_grading_one_kernel_runs_no_forward_check(cpu_pack, cache_dir: Path) -> None:
     assignment, root = cpu_pack
-    result = grade(root / "reference" / "gpt2-cpu", assignment, Options(cache_dir=cache_dir, kernels=("matmul",)))
+    result = grade(assignment.reference_dir, assignment, Options(cache_dir=cache_dir, kernels=("matmul",)))
     assert [k.name for k in result.kernels] == ["matmul"]
-    everything = grade(root / "reference" / "gpt2-cpu", assignment, Options(cache_dir=cache_dir, kernels=("forward",)))
+    everything = grade(assignment.reference_dir, assignment, Options(cache_dir=cache_dir, kernels=("forward",)))
     assert "forward" in _by_name(everything) and len(everything.kernels) == 7
 
 

@@ -193,6 +193,6 @@ def test_grader_check_recognises_a_milestone_2_repository_as_such() -> None:
     """An m2 repository holds every file of m1 (kernels/): its variant folders decide, not a tie."""
     from grader.cli.check import recognise
 
-    assert recognise(PROJECT_ROOT / "student_template" / "gpt2-m2").name == "gpt2-m2"
-    assert recognise(PROJECT_ROOT / "reference" / "gpt2-m2").name == "gpt2-m2"
-    assert recognise(PROJECT_ROOT / "student_template" / "gpt2-m1").name == "gpt2-m1"
+    assert recognise(PROJECT_ROOT / "assignments" / "gpt2-m2" / "template").name == "gpt2-m2"
+    assert recognise(PROJECT_ROOT / "assignments" / "gpt2-m2" / "reference").name == "gpt2-m2"
+    assert recognise(PROJECT_ROOT / "assignments" / "gpt2-m1" / "template").name == "gpt2-m1"

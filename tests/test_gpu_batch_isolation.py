@@ -2,7 +2,7 @@
 GPU, local sandbox: no neighbour is hurt, no student is `error` (tests/test_batch_isolation.py's GPU twin).
 
 Marked `gpu`: skipped with the reason where there is no CUDA device. Every attack of
-tests/submissions/gpt2-m1 is bounded (the memory hogs stop at 16 GiB, the device hog at what the
+assignments/gpt2-m1/samples is bounded (the memory hogs stop at 16 GiB, the device hog at what the
 card has); the looping kernel is stopped by its per-call limit (20 s here).
 """
 

@@ -1,4 +1,4 @@
-"""The attacker's GPU corpus (tests/submissions/gpt2-m1/attack-*) and compute-sanitizer, on a real GPU.
+"""The attacker's GPU corpus (assignments/gpt2-m1/samples/attack-*) and compute-sanitizer, on a real GPU.
 
 Marked `gpu`: skipped with the reason where there is no CUDA device. The local
 (namespace) backend must work with the GPU visible; docker runs where the daemon has the NVIDIA

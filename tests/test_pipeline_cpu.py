@@ -17,7 +17,7 @@ from grader.results import Result
 from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment
 
-from conftest import copy_pack, grade_variant, variant_params, with_time_limit
+from conftest import copy_assignment, grade_variant, variant_params, with_time_limit
 
 
 def test_reference_scores_full_marks(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
@@ -158,7 +158,7 @@ def test_second_grading_reuses_builds_and_gold(flash: Assignment, tmp_path: Path
 
 
 def test_gold_too_small_to_catch_zeros_is_rejected(tmp_path: Path, cache_dir: Path) -> None:
-    pack = copy_pack("flash-attention-cpu", tmp_path)
+    pack = copy_assignment("flash-attention-cpu", tmp_path)
     spec = pack / "assignment.toml"
     spec.write_text(spec.read_text().replace("tolerance = { atol = 1e-4, rtol = 1e-3 }",
                                              "tolerance = { atol = 1e-1, rtol = 1e-3 }", 1))

@@ -1,4 +1,4 @@
-"""The attacker's corpus (tests/submissions/flash-attention-cpu/attack-*) on every sandbox backend.
+"""The attacker's corpus (assignments/flash-attention-cpu/samples/attack-*) on every sandbox backend.
 
 Each attack must be contained, get a clear status, and leave the other kernel's score and the
 grader untouched. The corpus runs on the local (namespace) and docker backends alike.

@@ -14,7 +14,7 @@ from grader.sanitizer import findings_of, has_errors, parse_report, smallest_cas
 from grader.scoring import score_kernel
 from grader.spec import load_assignment
 
-from conftest import copy_pack
+from conftest import copy_assignment
 
 MEMCHECK = """========= COMPUTE-SANITIZER
 ========= Invalid __global__ write of size 4 bytes
@@ -77,7 +77,7 @@ def test_sanitizer_runs_on_the_smallest_case() -> None:
 
 
 def test_unknown_sanitizer_tool_is_named(tmp_path) -> None:
-    pack = copy_pack("flash-attention-cpu", tmp_path)
+    pack = copy_assignment("flash-attention-cpu", tmp_path)
     spec = pack / "assignment.toml"
     spec.write_text(spec.read_text().replace('name = "flash_attention"\n', 'name = "flash_attention"\nsanitizer = ["memchek"]\n'))
     with pytest.raises(SpecError, match=r"kernel 'flash_attention' key 'sanitizer': unknown compute-sanitizer tool\(s\) \['memchek'\]"):

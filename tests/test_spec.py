@@ -10,7 +10,7 @@ import pytest
 from grader.errors import SpecError
 from grader.spec import evaluate, list_assignments, load_assignment, parse_signature
 
-from conftest import copy_pack
+from conftest import copy_assignment
 
 
 def test_bundled_packs_load_with_the_course_weights() -> None:
@@ -41,7 +41,7 @@ def test_shape_expressions_use_case_parameters() -> None:
 
 
 def _broken(tmp_path: Path, old: str, new: str) -> str:
-    pack = copy_pack("flash-attention-cpu", tmp_path)
+    pack = copy_assignment("flash-attention-cpu", tmp_path)
     spec = pack / "assignment.toml"
     text = spec.read_text()
     assert old in text, f"test setup: {old!r} not in the spec"
@@ -86,7 +86,7 @@ def test_broken_spec_names_file_key_and_expectation(tmp_path: Path, old: str, ne
 
 
 def test_missing_numpy_reference_is_named(tmp_path: Path) -> None:
-    pack = copy_pack("flash-attention-cpu", tmp_path)
+    pack = copy_assignment("flash-attention-cpu", tmp_path)
     (pack / "numpy_reference.py").unlink()
     with pytest.raises(SpecError, match=r"missing numpy_reference\.py"):
         load_assignment(pack)
@@ -105,7 +105,7 @@ def test_gpt2_m1_zeroes_scratch_builds_the_whole_kernels_folder_and_judges_again
 
 
 def test_a_pack_without_source_dirs_builds_from_the_folders_its_kernels_lie_in(tmp_path: Path) -> None:
-    pack = copy_pack("flash-attention-cpu", tmp_path)
+    pack = copy_assignment("flash-attention-cpu", tmp_path)
     spec = pack / "assignment.toml"
     assert load_assignment(pack).source_dirs == ("src",)
     spec.write_text(spec.read_text().replace('source_dirs = ["src"]\n', ""))
@@ -115,7 +115,7 @@ def test_a_pack_without_source_dirs_builds_from_the_folders_its_kernels_lie_in(t
 
 
 def test_a_case_may_override_its_kernels_tolerance(tmp_path: Path) -> None:
-    pack = copy_pack("flash-attention-cpu", tmp_path)
+    pack = copy_assignment("flash-attention-cpu", tmp_path)
     spec = pack / "assignment.toml"
     spec.write_text(spec.read_text().replace('{ name = "one-row", public = true, N = 1, d = 16 }',
                                              '{ name = "one-row", public = true, N = 1, d = 16, '

@@ -12,7 +12,7 @@ import pytest
 
 from grader.spec import PROJECT_ROOT
 
-KERNEL = PROJECT_ROOT / "reference" / "gpt2-m2" / "kernels_req_0" / "matmul.cuh"
+KERNEL = PROJECT_ROOT / "assignments" / "gpt2-m2" / "reference" / "kernels_req_0" / "matmul.cuh"
 EMULATOR = Path(__file__).parent / "cuda_emulation" / "tiled_matmul.cpp"
 # The device code of the header: from the tile constants to the first launch helper.
 BEGIN, END = "constexpr int TILED_BK", "// 128 x 128 tiles"

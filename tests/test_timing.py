@@ -18,7 +18,7 @@ from grader.timing.run import pool_inputs
 from grader.timing.spec import load_timing, parse_timing
 from grader.timing.statistics import StopRule, geometric_mean, relative_standard_error, stop_reason, summarise
 from grader.timing.table import markdown, read_table, speedup_table
-from conftest import copy_pack
+from conftest import copy_assignment
 
 RULE = StopRule(min_calls=10, max_calls=50, rse=0.01, cap_s=2.0)
 
@@ -113,8 +113,8 @@ def test_without_a_timing_table_each_kernel_is_timed_on_its_last_case() -> None:
 
 
 def test_a_based_on_pack_inherits_the_timing_table_and_a_missing_case_is_named(tmp_path: Path) -> None:
-    copy_pack("gpt2-m2", tmp_path)
-    parent = copy_pack("gpt2-m1", tmp_path) / "assignment.toml"
+    copy_assignment("gpt2-m2", tmp_path)
+    parent = copy_assignment("gpt2-m1", tmp_path) / "assignment.toml"
     parent.write_text(parent.read_text() + '\n[timing]\ncase = "gpt2-full"\ncases = { residual = "one-row" }\n'
                       'leaderboard = ""\n')
     assignment = load_assignment(tmp_path / "assignments" / "gpt2-m2")

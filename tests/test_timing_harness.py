@@ -91,7 +91,7 @@ def test_timed_calls_rotate_through_the_pool_and_the_recheck_runs_the_case_own_i
 def submission(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
     """The C++ reference with some of its files replaced."""
     folder = tmp_path / name
-    shutil.copytree(PROJECT_ROOT / "reference" / "flash-attention-cpu", folder)
+    shutil.copytree(PROJECT_ROOT / "assignments" / "flash-attention-cpu" / "reference", folder)
     for path, text in files.items():
         (folder / path).write_text(text)
     return folder
@@ -105,7 +105,7 @@ def time_one(flash: Assignment, folder: Path, cache_dir: Path, kernel: str = "st
 
 def test_the_reference_is_timed_on_its_case_by_the_wall_clock(flash: Assignment, tmp_path: Path,
                                                               cache_dir: Path) -> None:
-    timing = time_one(flash, PROJECT_ROOT / "reference" / "flash-attention-cpu", cache_dir)
+    timing = time_one(flash, PROJECT_ROOT / "assignments" / "flash-attention-cpu" / "reference", cache_dir)
     assert timing.status is TimingStatus.TIMED, timing.message
     assert timing.case == "square-tiles" and timing.pool == 3 and timing.timer == {"clock": "wall"}
     assert timing.summary is not None and 10 <= timing.summary.calls <= 12 and timing.median_us > 0
@@ -174,7 +174,7 @@ def test_a_kernel_that_replays_answers_kept_by_input_address_gets_no_speed(flash
 
 
 def test_a_fast_wrong_kernel_gets_no_speed(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
-    mutant = PROJECT_ROOT / "tests" / "submissions" / "flash-attention-cpu" / "mutant-standard-transposed-k" / "src"
+    mutant = PROJECT_ROOT / "assignments" / "flash-attention-cpu" / "samples" / "mutant-standard-transposed-k" / "src"
     folder = submission(tmp_path, "transposed-k", {"src/standard_attention.cpp":
                                                    (mutant / "standard_attention.cpp").read_text()})
     timing = time_one(flash, folder, cache_dir)
@@ -183,7 +183,7 @@ def test_a_fast_wrong_kernel_gets_no_speed(flash: Assignment, tmp_path: Path, ca
 
 
 def test_a_crash_costs_only_that_kernels_timing(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
-    hostile = PROJECT_ROOT / "tests" / "submissions" / "flash-attention-cpu" / "hostile-flash-segfault" / "src"
+    hostile = PROJECT_ROOT / "assignments" / "flash-attention-cpu" / "samples" / "hostile-flash-segfault" / "src"
     folder = submission(tmp_path, "segfault", {"src/flash_attention.cpp": (hostile / "flash_attention.cpp").read_text()})
     timings = time_submission(folder, flash, Options(cache_dir=cache_dir), QUICK)
     status = {t.kernel: t for t in timings.kernels}
@@ -193,7 +193,7 @@ def test_a_crash_costs_only_that_kernels_timing(flash: Assignment, tmp_path: Pat
 
 
 def test_a_looping_kernel_is_stopped_at_its_time_limit(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
-    hostile = PROJECT_ROOT / "tests" / "submissions" / "flash-attention-cpu" / "hostile-flash-infinite-loop" / "src"
+    hostile = PROJECT_ROOT / "assignments" / "flash-attention-cpu" / "samples" / "hostile-flash-infinite-loop" / "src"
     folder = submission(tmp_path, "loop", {"src/flash_attention.cpp": (hostile / "flash_attention.cpp").read_text()})
     quick = with_time_limit(flash, 1.0)
     timing = time_one(quick, folder, cache_dir, "flash_attention")

@@ -19,14 +19,15 @@ from grader.pipeline import Options, build_stage, grade
 from grader.report import gradebook, html, markdown, terminal
 from grader.report.evidence import variant_evidence
 from grader.results import Result
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.spec import ASSIGNMENTS_DIR, Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
 from grader.store import Store
 
-from conftest import copy_pack
+from conftest import copy_assignment
 from test_evidence import NAIVE_MATMUL_KERNEL, WMMA_TF32_KERNEL
 
-SUBMISSIONS = PROJECT_ROOT / "tests" / "submissions" / "flash-attention-cpu"
+FLASH = ASSIGNMENTS_DIR / "flash-attention-cpu"
+SAMPLES = FLASH / "samples"
 
 # opt_a optimizes standard attention, all or nothing, memcpy forbidden; opt_b stages flash attention's query
 # tiles with memcpy (required there), each kernel its own share, and asks for shared-memory evidence.
@@ -57,8 +58,8 @@ evidence = ["shared_memory"]
 tolerances = { flash_attention = { atol = 2e-4, rtol = 2e-3 } }
 """
 
-REFERENCE_FLASH = (PROJECT_ROOT / "reference" / "flash-attention-cpu" / "src" / "flash_attention.cpp").read_text()
-REFERENCE_STANDARD = (PROJECT_ROOT / "reference" / "flash-attention-cpu" / "src" / "standard_attention.cpp").read_text()
+REFERENCE_FLASH = (FLASH / "reference" / "src" / "flash_attention.cpp").read_text()
+REFERENCE_STANDARD = (FLASH / "reference" / "src" / "standard_attention.cpp").read_text()
 
 # course-staged-flash: the query block copied into a tile first (a new header of the variant folder does it).
 STAGE_HEADER = """#pragma once
@@ -79,10 +80,10 @@ MEMCPY_STANDARD = REFERENCE_STANDARD.replace("#include <vector>", "#include <vec
              "    std::vector<float> q(d);\n    for (int i = 0; i < N; ++i) {\n"
              "        std::memcpy(q.data(), Q + i * d, sizeof(float) * d);\n        for (int j = 0; j < N; ++j) {\n"
              "            float s = 0.0f;\n            for (int k = 0; k < d; ++k) s += q[k] * K[j * d + k];")
-DOUBLE_STANDARD = (SUBMISSIONS / "alt-standard-double-accumulate" / "src" / "standard_attention.cpp").read_text()
-ROW_OUTER_FLASH = (SUBMISSIONS / "alt-flash-row-outer" / "src" / "flash_attention.cpp").read_text()
-BROKEN_FLASH = (SUBMISSIONS / "mutant-flash-no-rescale" / "src" / "flash_attention.cpp").read_text()
-BROKEN_STANDARD = (SUBMISSIONS / "mutant-standard-missing-normalisation" / "src" / "standard_attention.cpp").read_text()
+DOUBLE_STANDARD = (SAMPLES / "alt-standard-double-accumulate" / "src" / "standard_attention.cpp").read_text()
+ROW_OUTER_FLASH = (SAMPLES / "alt-flash-row-outer" / "src" / "flash_attention.cpp").read_text()
+BROKEN_FLASH = (SAMPLES / "mutant-flash-no-rescale" / "src" / "flash_attention.cpp").read_text()
+BROKEN_STANDARD = (SAMPLES / "mutant-standard-missing-normalisation" / "src" / "standard_attention.cpp").read_text()
 
 
 def test_the_test_sources_are_what_they_claim() -> None:
@@ -93,15 +94,15 @@ def test_the_test_sources_are_what_they_claim() -> None:
 def make_pack(root: Path, spec: str = SPEC, name: str = "flash-variants") -> Path:
     """A variant-bearing pack beside a copy of flash-attention-cpu, with its reference (the base's, and both folders)."""
     if not (root / "assignments" / "flash-attention-cpu").is_dir():
-        copy_pack("flash-attention-cpu", root)
+        copy_assignment("flash-attention-cpu", root)
     pack = root / "assignments" / name
     pack.mkdir(parents=True)
     (pack / "assignment.toml").write_text(spec.replace('name = "flash-variants"', f'name = "{name}"', 1))
-    reference = root / "reference" / name
-    shutil.copytree(root / "reference" / "flash-attention-cpu", reference)
+    reference = pack / "reference"
+    shutil.copytree(root / "assignments" / "flash-attention-cpu" / "reference", reference)
     write(reference, {"src_opt_a/standard_attention.cpp": DOUBLE_STANDARD, "src_opt_b/flash_attention.cpp": STAGED_FLASH,
                       "src_opt_b/stage.h": STAGE_HEADER})
-    (root / "student_template" / name).mkdir(parents=True)
+    (pack / "template").mkdir(parents=True)
     return pack
 
 
@@ -205,7 +206,7 @@ def test_kernels_are_selected_by_name_or_by_variant(variants: Assignment) -> Non
     ('based_on = "flash-attention-cpu"', 'based_on = "flash-attention-gpu"',
      r"assignment\.toml \[assignment\]: key 'based_on': no assignment named 'flash-attention-gpu'"),
     ("tolerances = { flash_attention", "tolerances = { flash_attn",
-     r"variant 'opt_b': key 'tolerances' names kernel 'flash_attn', which the pack does not have "
+     r"variant 'opt_b': key 'tolerances' names kernel 'flash_attn', which the assignment does not have "
      r"\(have standard_attention, flash_attention\)"),
     ('must_change = ["src/flash_attention.cpp"]', 'must_change = ["kernels/flash_attention.cpp"]',
      r"variant 'opt_b': key 'must_change' names 'kernels/flash_attention.cpp', which is not a file under 'src/'"),
@@ -238,7 +239,7 @@ def test_a_variant_without_onto_is_laid_over_the_source_folder_and_needs_one(tmp
     pack = make_pack(tmp_path, SPEC.replace('source_dirs = ["src"]\n', ""))
     assert {v.onto for v in load_assignment(pack).variants} == {"src"}  # the base pack's folder
     pack = make_pack(tmp_path / "none", SPEC.replace('source_dirs = ["src"]\n', "source_dirs = []\n"))
-    with pytest.raises(SpecError, match="variant 'opt_a': key 'onto' is needed: the pack has no source_dirs"):
+    with pytest.raises(SpecError, match="variant 'opt_a': key 'onto' is needed: the assignment has no source_dirs"):
         load_assignment(pack)
 
 
@@ -505,7 +506,7 @@ def cuda_pack(root: Path, name: str = "tc-matmul") -> Assignment:
                                     "    return {n: rng.standard_normal((params['M'] if n == 'inp' else params['OC'], "
                                     "params['C'])).astype('float32') for n in ('inp', 'weight')}\n")
     (pack / "numpy_reference.py").write_text("def matmul(inp, weight, **sizes):\n    return {'out': inp @ weight.T}\n")
-    write(root / "reference" / name, {"kernels/matmul.cuh": NAIVE_MATMUL, "kernels_tc/matmul.cuh": WMMA_MATMUL})
+    write(pack / "reference", {"kernels/matmul.cuh": NAIVE_MATMUL, "kernels_tc/matmul.cuh": WMMA_MATMUL})
     return load_assignment(pack)
 
 

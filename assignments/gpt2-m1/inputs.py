@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 # A lone output this far from zero can't be matched by an unwritten (zeroed) buffer within any
-# of the pack's tolerances.
+# of the assignment's tolerances.
 SINGLE_VALUE_MIN = 0.1
 
 

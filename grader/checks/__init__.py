@@ -1,8 +1,8 @@
 """Checks: whole-program checks beyond one kernel's cases, one plug-in each behind one interface, registered by name.
 
-A pack asks for a check with a table of the check's name in its assignment.toml; the core names none.
+An assignment asks for a check with a table of the check's name in its assignment.toml; the core names none.
 A check's plug-in (`Check`) says how that table is parsed and validated (its `CheckSpec`), which of
-the pack's kernels it composes, its inputs (prepared once, cached by content), the composed programs
+the assignment's kernels it composes, its inputs (prepared once, cached by content), the composed programs
 its harness runs (`grader.protocol.Composition`, one call per case), its gold, and how the calls'
 outcomes become case results. Its result is a kernel's, named after the check (a variant's copy:
 "req_0/" and the check's name), its weight beside the kernels'.
@@ -75,7 +75,7 @@ class Check(Protocol):
     name: str  # its table in assignment.toml, and its result's kernel
 
     def load(self, table: Any, where: str, kernels: tuple[Kernel, ...]) -> CheckSpec:
-        """Its table, parsed and validated against the pack's base kernels; every error names `where` (the file
+        """Its table, parsed and validated against the assignment's base kernels; every error names `where` (the file
         and the table), the key and what was expected."""
         ...
 

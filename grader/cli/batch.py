@@ -86,7 +86,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                             "(default: ./grader-batch/<assignment>)")
     slurm.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
                        help="extra #SBATCH line, e.g. --sbatch-arg=--partition=gpu (repeatable)")
-    slurm.add_argument("--sbatch-template", type=Path, default=None, help="job script template (default: ci/slurm/)")
+    slurm.add_argument("--sbatch-template", type=Path, default=None,
+                       help="job script template (default: the grader's own, grader/dispatch/templates/)")
     slurm.add_argument("--max-parallel", type=int, default=None, help="array tasks running at once (sbatch %%N)")
     slurm.add_argument("--no-wait", action="store_true", help="submit and return; collect later with --collect")
     slurm.add_argument("--collect", action="store_true",

@@ -6,7 +6,7 @@ start-ups, copies and host-side checks overlap another's kernels. The CPU pool k
 next submissions (at a lower CPU priority) and comparing the last ones meanwhile, so compiles,
 compares and GPU work overlap.
 
-Sharing a GPU is safe for correctness runs (no pack times its runs for the score): each harness
+Sharing a GPU is safe for correctness runs (no assignment times its runs for the score): each harness
 has its own CUDA context, so a neighbour's sticky error, crash or time-out stays its own. What
 submissions on one GPU do share is its memory, which no sandbox bounds per process: a neighbour
 that takes it all can make a kernel crash that would have passed alone. So the kernels that

@@ -25,11 +25,12 @@ from grader.dispatch.slurm_task import TASK_FILE, write_task_file
 from grader.errors import GraderError
 from grader.pipeline import Options, not_graded
 from grader.results import Result, Submission
-from grader.spec import PROJECT_ROOT, Assignment
+from grader.spec import Assignment
 from grader.status import SubmissionStatus
 from grader.targets import target_of
 
-TEMPLATE = PROJECT_ROOT / "ci" / "slurm" / "grade-array.sbatch"
+# The job script template: package data (pyproject), so that an installed grader has it too.
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "grade-array.sbatch"
 COMPILE_BUDGET_MINUTES = 10  # per task, on top of the spec's run time limits
 LOG_TAIL = 1500
 

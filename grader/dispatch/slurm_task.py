@@ -3,7 +3,7 @@
     python -m grader.dispatch.slurm_task TASK_FILE INDEX
 
 The coordinator writes the task file (`task.json` in the shared folder) once for the whole array:
-the assignment pack, the grading Options exactly as `Options.to_dict` writes them, where the
+the assignment, the grading Options exactly as `Options.to_dict` writes them, where the
 secret seed is read (a file or the environment, with the secret's fingerprint, never the secret
 itself) and one job per array index, its pinned commit included. Task INDEX grades its job with
 those options and writes `results/<INDEX>.json` beside the task file, whole or not at all.

@@ -1,4 +1,4 @@
-"""The Gradescope autograder zip: setup.sh and run_autograder at its root, the grader and one assignment's pack.
+"""The Gradescope autograder zip: setup.sh and run_autograder at its root, the grader and one assignment's folder.
 
 Gradescope unzips it into /autograder/source, runs setup.sh once to build its image, then
 run_autograder per submission, which grades the upload and writes results.json
@@ -15,17 +15,18 @@ from pathlib import Path
 
 import jinja2
 
-from grader.spec import PROJECT_ROOT, Assignment
+from grader.spec import ASSIGNMENTS_DIR, PROJECT_ROOT, Assignment
 from grader.targets import target_of
 
-# What the zip carries of this repository: the grader itself and the one assignment's pack.
+# What the zip carries of this repository: the grader itself and the one assignment's folder, but for its
+# sample submissions (the autograder grades uploads, not samples).
 PACKAGE_FILES = ("pyproject.toml", "README.md")
-PACK_FOLDERS = ("assignments", "reference", "student_template")
+ASSIGNMENT_LEFT_OUT = ("samples",)
 
 
 def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None = None,
                      sandbox: str = "local") -> Path:
-    """Write `autograder-<name>.zip` (setup.sh, run_autograder, the grader, the pack) to out_dir."""
+    """Write `autograder-<name>.zip` (setup.sh, run_autograder, the grader, the assignment) to out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     zip_path = out_dir / f"autograder-{assignment.name}.zip"
     context = {"assignment": assignment, "has_secret": secret is not None, "sandbox": sandbox,
@@ -69,7 +70,10 @@ def _templates() -> jinja2.Environment:
 
 def _grader_files(assignment: Assignment) -> list[Path]:
     files = [PROJECT_ROOT / name for name in PACKAGE_FILES if (PROJECT_ROOT / name).is_file()]
-    roots = [PROJECT_ROOT / "grader"] + [PROJECT_ROOT / folder / assignment.name for folder in PACK_FOLDERS]
+    folder = ASSIGNMENTS_DIR / assignment.name
+    files += [p for p in sorted(folder.iterdir()) if p.is_file()]
+    roots = [PROJECT_ROOT / "grader"] + [p for p in sorted(folder.iterdir())
+                                        if p.is_dir() and p.name not in ASSIGNMENT_LEFT_OUT]
     for root in roots:
         files += [p for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
                   and p.suffix not in (".pyc", ".so", ".o")]

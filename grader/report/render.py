@@ -109,7 +109,7 @@ def grouped(result: Result) -> tuple[list[KernelView], list[VariantView]]:
 
 def compiled_files(result: Result) -> list[tuple[list[str], list[str]]]:
     """The files each build was compiled from (`built_from`), as (kernels, files), kernels built from the
-    same files together: one line for a pack whose kernels all see one folder."""
+    same files together: one line for an assignment whose kernels all see one folder."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for kernel in result.kernels:
         if kernel.built_from:

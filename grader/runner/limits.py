@@ -38,7 +38,7 @@ def submission_budget(assignment: Assignment, calls: list[Call]) -> float:
 
 
 def limits_for(assignment: Assignment) -> Limits:
-    """The sandbox's limits for a pack: its spec's memory and process limits, else the defaults."""
+    """The sandbox's limits for an assignment: its assignment.toml's memory and process limits, else the defaults."""
     defaults = Limits()
     return dataclasses.replace(
         defaults, memory_bytes=(assignment.memory_limit_mb << 20) if assignment.memory_limit_mb else defaults.memory_bytes,

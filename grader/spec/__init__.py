@@ -1,23 +1,23 @@
-"""Load and validate an assignment pack (`assignments/<name>/assignment.toml`) into typed objects.
+"""Load and validate an assignment (`assignments/<name>/assignment.toml`) into typed objects.
 
 The spec is the single source of truth for a kernel: its C signature, which arguments are inputs,
 outputs or scratch (with dtype and shape), its weight, tolerance, cases and limits. Every error
 names the file, the key and what was expected.
 
 The package, one module per job: `model` (the typed objects), `shapes` (shape expressions),
-`signature` (C signatures), `loader` (TOML into the model, `based_on` and variants resolved), `packs`
-(where packs are).
+`signature` (C signatures), `loader` (TOML into the model, `based_on` and variants resolved),
+`assignments` (where assignments are: one folder each, under assignments/).
 """
 
 from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, SCALAR_DTYPES, Assignment, Buffer, Case, Evidence,
                                GoldSource, Init, Kernel, LatePolicy, Parameter, PartialCredit, Role, Signature,
                                Tolerance, Variant)
-from grader.spec.packs import PROJECT_ROOT, find_pack, list_assignments
+from grader.spec.assignments import ASSIGNMENTS_DIR, PROJECT_ROOT, find_assignment, list_assignments
 from grader.spec.shapes import allocation_of, evaluate, shape_of
 from grader.spec.signature import parse_signature
 from grader.spec.loader import SANITIZER_TOOLS, load_assignment
 
 __all__ = ["EVIDENCE", "Evidence", "Variant", "INITS", "LIBRARIES", "PROJECT_ROOT", "SANITIZER_TOOLS", "SCALAR_DTYPES", "Assignment", "Buffer", "Case",
            "GoldSource", "Init", "Kernel", "LatePolicy", "Parameter", "PartialCredit", "Role", "Signature",
-           "Tolerance", "allocation_of", "evaluate", "find_pack", "list_assignments", "load_assignment",
+           "Tolerance", "allocation_of", "evaluate", "ASSIGNMENTS_DIR", "find_assignment", "list_assignments", "load_assignment",
            "parse_signature", "shape_of"]

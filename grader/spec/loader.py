@@ -15,7 +15,7 @@ from grader.checks import CHECK_NAMES, CheckSpec, check_named
 from grader.errors import SpecError
 from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, Assignment, Buffer, Case, Kernel, LatePolicy, Signature,
                                Tolerance, Variant)
-from grader.spec.packs import find_pack
+from grader.spec.assignments import find_assignment
 from grader.spec.shapes import evaluate
 from grader.spec.signature import parse_signature
 from grader.targets import TARGET_NAMES
@@ -27,10 +27,10 @@ class Reader:
     def __init__(self, table: dict[str, Any], where: str, origins: dict[str, str] | None = None) -> None:
         self.table = table
         self.where = where
-        self.origins = origins or {}  # an inherited key: the table of the pack that gave it
+        self.origins = origins or {}  # an inherited key: the table of the assignment that gave it
 
     def at(self, key: str) -> str:
-        """Where `key` was written: this table, or the pack's it was inherited from."""
+        """Where `key` was written: this table, or the assignment's it was inherited from."""
         return self.origins.get(key, self.where)
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -60,16 +60,19 @@ class Reader:
 
 
 
-def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> Assignment:
-    """Load `assignments/<name>/assignment.toml` (or a pack folder given as a path).
+def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = None) -> Assignment:
+    """Load `assignments/<name>/assignment.toml` (or an assignment's folder given as a path).
 
-    A pack with `based_on` inherits the other pack's [assignment] keys, kernels, variants, checks'
-    tables and modules (inputs.py, numpy_reference.py), each given here replacing the inherited one.
+    assignments_dir: where to look the name up (default: the repository's assignments/, see
+    `grader.spec.assignments`). An assignment with `based_on` inherits the other one's [assignment]
+    keys, kernels, variants, checks' tables and modules (inputs.py, numpy_reference.py), each given here replacing
+    the inherited one.
     """
     candidate = Path(name_or_path)
-    pack = candidate if (candidate / "assignment.toml").is_file() else find_pack(str(name_or_path), packs_dir)
-    spec_file = pack / "assignment.toml"
-    document = _document(pack.resolve(), ())
+    folder = candidate if (candidate / "assignment.toml").is_file() else find_assignment(str(name_or_path),
+                                                                                         assignments_dir)
+    spec_file = folder / "assignment.toml"
+    document = _document(folder.resolve(), ())
     top = Reader(document.assignment, f"{spec_file} [assignment]", document.origins)
     defaults = {
         "time_limit_s": top.get("time_limit_s", float, 60.0),
@@ -100,7 +103,7 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         title=top.get("title", str, top.get("name", str)),
         version=str(top.get("version", (str, int))),
         target=top.choice("target", TARGET_NAMES),
-        root=pack.resolve(),
+        root=folder.resolve(),
         provided=top.strings("provided", ()),
         public_seed=top.get("public_seed", int),
         compile_flags=top.strings("compile_flags", ()),
@@ -120,17 +123,17 @@ def load_assignment(name_or_path: str | Path, packs_dir: Path | None = None) -> 
         checks=checks,
         check_kernels=_check_kernels(checks, kernels, variants, base_weight),
     )
-    if assignment.name != pack.name:
-        raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {pack.name!r}")
+    if assignment.name != folder.name:
+        raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {folder.name!r}")
     return assignment
 
 
 @dataclass(frozen=True)
 class _Document:
-    """A pack's spec with what it inherits (`based_on`) resolved; each table with where it was written."""
+    """An assignment.toml with what it inherits (`based_on`) resolved; each table with where it was written."""
 
     assignment: dict[str, Any]
-    origins: dict[str, str]  # [assignment] key -> "<file> [assignment]" of the pack that gave it
+    origins: dict[str, str]  # [assignment] key -> "<file> [assignment]" of the assignment that gave it
     kernels: list[tuple[dict[str, Any], str]]  # (table, "<file> kernels[i]")
     variants: list[tuple[Any, str]]  # (table, "<file> variants[i]")
     module_root: Path  # where inputs.py and numpy_reference.py are
@@ -139,8 +142,8 @@ class _Document:
     checks: dict[str, tuple[Any, str]] = field(default_factory=dict)
 
 
-def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
-    spec_file = pack / "assignment.toml"
+def _document(folder: Path, inheriting: tuple[Path, ...]) -> _Document:
+    spec_file = folder / "assignment.toml"
     try:
         document = tomllib.loads(spec_file.read_text())
     except tomllib.TOMLDecodeError as error:
@@ -152,33 +155,34 @@ def _document(pack: Path, inheriting: tuple[Path, ...]) -> _Document:
     checks = _check_tables(document, spec_file)
     kernels = _tables(document, "kernels", spec_file)
     variants = _tables(document, "variants", spec_file)
-    modules = [m for m in PACK_MODULES if (pack / m).is_file()]
+    modules = [m for m in ASSIGNMENT_MODULES if (folder / m).is_file()]
     based_on = own.get("based_on")
     if based_on is None:
-        if len(modules) < len(PACK_MODULES):
-            raise SpecError(f"{pack}: missing {', '.join(m for m in PACK_MODULES if m not in modules)} (every pack "
-                            "has input generators and a NumPy reference)")
-        return _Document(dict(own), {key: where for key in own}, kernels, variants, pack, None, checks)
+        if len(modules) < len(ASSIGNMENT_MODULES):
+            raise SpecError(f"{folder}: missing {', '.join(m for m in ASSIGNMENT_MODULES if m not in modules)} "
+                            "(every assignment has input generators and a NumPy reference)")
+        return _Document(dict(own), {key: where for key in own}, kernels, variants, folder, None, checks)
     if not isinstance(based_on, str):
-        raise SpecError(f"{where}: key 'based_on' must be the name of another pack, found {based_on!r}")
+        raise SpecError(f"{where}: key 'based_on' must be the name of another assignment, found {based_on!r}")
     try:
-        parent_pack = find_pack(based_on, pack.parent).resolve()
+        parent_folder = find_assignment(based_on, folder.parent).resolve()
     except SpecError as error:
         raise SpecError(f"{where}: key 'based_on': {error}") from None
-    if parent_pack in (pack, *inheriting):
-        raise SpecError(f"{where}: key 'based_on': {based_on!r} is based on this pack in turn (a cycle)")
-    parent = _document(parent_pack, (*inheriting, pack))
-    if modules and len(modules) < len(PACK_MODULES):
-        raise SpecError(f"{pack}: has {modules[0]} but not {', '.join(m for m in PACK_MODULES if m not in modules)}; "
+    if parent_folder in (folder, *inheriting):
+        raise SpecError(f"{where}: key 'based_on': {based_on!r} is based on this assignment in turn (a cycle)")
+    parent = _document(parent_folder, (*inheriting, folder))
+    if modules and len(modules) < len(ASSIGNMENT_MODULES):
+        raise SpecError(f"{folder}: has {modules[0]} but not "
+                        f"{', '.join(m for m in ASSIGNMENT_MODULES if m not in modules)}; "
                         f"give both, or neither to use {based_on}'s")
     inherited = {key: value for key, value in parent.assignment.items() if key not in NOT_INHERITED}
     return _Document({**inherited, **own}, {**{key: parent.origins[key] for key in inherited},
                                             **{key: where for key in own}},
                      kernels or parent.kernels, variants or parent.variants,
-                     pack if modules else parent.module_root, based_on, {**parent.checks, **checks})
+                     folder if modules else parent.module_root, based_on, {**parent.checks, **checks})
 
 
-PACK_MODULES = ("inputs.py", "numpy_reference.py")
+ASSIGNMENT_MODULES = ("inputs.py", "numpy_reference.py")
 NOT_INHERITED = ("name", "based_on")
 TABLES = ("assignment", "kernels", "variants")  # the spec's own; every other table is a check's (grader.checks)
 
@@ -211,7 +215,7 @@ def _source_folders(kernels: tuple[Kernel, ...]) -> tuple[str, ...]:
     """The default `source_dirs`: each top folder that holds a kernel's sources (`src/` for src/flash_attention.cpp).
 
     A student's own headers and files sit beside the kernel's, and the course compiles them as one
-    program. Files at the repository's root give none: a pack whose sources lie there names its folders.
+    program. Files at the repository's root give none: an assignment whose sources lie there names its folders.
     """
     return tuple(dict.fromkeys(Path(s).parts[0] for k in kernels for s in k.sources if len(Path(s).parts) > 1))
 
@@ -243,7 +247,8 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
     read = Reader(table, where)
     folder = _folder(read, "folder", ...)
     if "onto" not in table and not source_dirs:
-        raise SpecError(f"{where}: key 'onto' is needed: the pack has no source_dirs for '{folder}' to be laid over")
+        raise SpecError(f"{where}: key 'onto' is needed: the assignment has no source_dirs for '{folder}' "
+                        "to be laid over")
     onto = _folder(read, "onto", source_dirs[0] if source_dirs else ...)
     if folder == onto or Path(onto) in Path(folder).parents or Path(folder) in Path(onto).parents:
         raise SpecError(f"{where}: key 'folder' ({folder!r}) must be a folder beside '{onto}', not it or inside it")
@@ -269,7 +274,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
     names = [k.name for k in kernels]
     for kernel, tolerance in read.get("tolerances", dict, {}).items():
         if kernel not in names:
-            raise SpecError(f"{where}: key 'tolerances' names kernel {kernel!r}, which the pack does not have "
+            raise SpecError(f"{where}: key 'tolerances' names kernel {kernel!r}, which the assignment does not have "
                             f"(have {', '.join(names)})")
         if not isinstance(tolerance, dict):
             raise SpecError(f"{where} tolerances.{kernel}: expected a table with atol and rtol, found {tolerance!r}")

@@ -1,4 +1,4 @@
-"""The spec's model: an assignment pack as typed, frozen objects (what `loader` builds from TOML)."""
+"""The spec's model: an assignment as typed, frozen objects (what `loader` builds from its assignment.toml)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from grader.errors import SpecError
 from grader.protocol import SCALAR_DTYPES
-from grader.spec.packs import load_pack_function, load_pack_module
+from grader.spec.assignments import load_assignment_function, load_assignment_module
 
 if TYPE_CHECKING:
     from grader.checks import CheckSpec
@@ -26,7 +26,7 @@ GoldSource = Literal["reference", "numpy"]
 # What a variant may ask the binaries to show of its technique (grader.evidence).
 Evidence = Literal["tensor_cores", "shared_memory", "cublas"]
 EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas")
-# Libraries a pack may link when the machine has them (their use can still be forbidden).
+# Libraries an assignment may link when the machine has them (their use can still be forbidden).
 LIBRARIES = ("cublas",)
 
 
@@ -135,7 +135,7 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Variant:
-    """An optimization variant: a folder laid over the base folder, graded on every kernel of the pack."""
+    """An optimization variant: a folder laid over the base folder, graded on every kernel of the assignment."""
 
     name: str
     title: str
@@ -144,7 +144,7 @@ class Variant:
     weight: float
     partial_credit: PartialCredit  # across its kernels: all or nothing, or each kernel's share
     must_change: tuple[str, ...]  # base files (under `onto`) the optimization must change
-    # Applied to its kernels when the loader expands them: the pack's forbidden symbols replaced
+    # Applied to its kernels when the loader expands them: the assignment's forbidden symbols replaced
     # (None: kept), and tolerances by base kernel name.
     forbidden_symbols: tuple[str, ...] | None = None
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
@@ -186,13 +186,13 @@ class Assignment:
     title: str
     version: str
     target: str  # the name of its target (grader.targets): what the kernels are written in
-    root: Path  # the pack folder
+    root: Path  # the assignment's folder: assignments/<name>/, the whole assignment
     provided: tuple[str, ...]
     public_seed: int
     compile_flags: tuple[str, ...]
     kernels: tuple[Kernel, ...]
     late: LatePolicy | None = None  # [assignment.late]; None: nothing is accepted after the deadline
-    # The sandbox's limits for this pack (None: the grader's defaults, see grader.sandbox.Limits).
+    # The sandbox's limits for this assignment (None: the grader's defaults, see grader.sandbox.Limits).
     memory_limit_mb: int | None = None
     process_limit: int | None = None
     device_memory_limit_mb: int | None = None  # device memory a call may keep after returning (None: 8 GiB)
@@ -203,8 +203,8 @@ class Assignment:
     libraries: tuple[str, ...] = ()  # linked where installed (e.g. cuBLAS); forbidden_symbols still apply
     gold: GoldSource = "reference"  # what gold comes from: the reference run the same way, or numpy_reference.py
     variants: tuple[Variant, ...] = ()  # their kernels ("req_0/matmul") follow the base kernels in `kernels`
-    based_on: str | None = None  # the pack this one inherits from
-    # Where inputs.py and numpy_reference.py are: this pack's folder, or (based_on) the pack's that has them.
+    based_on: str | None = None  # the assignment this one inherits from
+    # Where inputs.py and numpy_reference.py are: this assignment's folder, or (based_on) the inherited one's.
     module_root: Path | None = None
     checks: tuple[CheckSpec, ...] = ()  # whole-program checks (grader.checks), each from its table
     # The checks as kernels of the result: each check's own (named after it), then each variant's ("req_0/<check>").
@@ -216,11 +216,18 @@ class Assignment:
 
     @property
     def reference_dir(self) -> Path:
-        return self.root.parent.parent / "reference" / self.name
+        """The trusted implementation, laid out exactly like a student repository."""
+        return self.root / "reference"
 
     @property
     def template_dir(self) -> Path:
-        return self.root.parent.parent / "student_template" / self.name
+        """The starter code students receive, with its CI workflow."""
+        return self.root / "template"
+
+    @property
+    def samples_dir(self) -> Path:
+        """Sample submissions (`grader.samples`): alternatives, course-style families, mutants, attacks."""
+        return self.root / "samples"
 
     @property
     def max_score(self) -> float:
@@ -288,7 +295,7 @@ class Assignment:
         return tuple(c for c in self.check_kernels if all(k.name in chosen for k in self.composed_by(c)))
 
     def make_inputs(self) -> Callable[..., dict]:
-        return load_pack_function(self.inputs_file, "make_inputs")
+        return load_assignment_function(self.inputs_file, "make_inputs")
 
     def numpy_reference(self) -> ModuleType:
-        return load_pack_module(self.numpy_reference_file)
+        return load_assignment_module(self.numpy_reference_file)

@@ -1,4 +1,4 @@
-"""Targets: what a pack's kernels are written in, one module each behind one interface, registered by name.
+"""Targets: what an assignment's kernels are written in, one module each behind one interface, registered by name.
 
 Nothing outside this package asks which target it has: the build, the runner, the sandbox and the
 reports ask the target instead. A target has two halves:
@@ -69,7 +69,7 @@ class Target(Protocol):
         ...
 
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
-        """Flags that link the pack's libraries (cuBLAS), where this machine has them."""
+        """Flags that link the assignment's libraries (cuBLAS), where this machine has them."""
         ...
 
     def compile_command(self, assignment: Assignment, kernel: Kernel, toolchain: Toolchain,
@@ -167,5 +167,5 @@ def target_named(name: str) -> Target:
 
 
 def target_of(assignment: Assignment) -> Target:
-    """The target of a pack's kernels."""
+    """The target of an assignment's kernels."""
     return target_named(assignment.target)

@@ -146,7 +146,7 @@ class CudaTarget(CompiledTarget):
         return (f"-arch={cuda_arch or detect_cuda_arch()}",)
 
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
-        """Compiler flags that link the pack's libraries where this machine has them.
+        """Compiler flags that link the assignment's libraries where this machine has them.
 
         Linked "as needed": only a library that calls cuBLAS depends on it (and loads it). Looked for
         beside the CUDA toolkit, then in PyPI's nvidia-cublas package.

@@ -1,6 +1,6 @@
 """Performance, measured properly: each kernel of each variant timed in a sandboxed timing harness, alone on its GPU.
 
-    spec.py        the pack's [timing] table: the timed case per kernel, the protocol's knobs, tiers, the leaderboard
+    spec.py        an assignment's [timing] table: the timed case per kernel, the protocol's knobs, tiers, the leaderboard
     statistics.py  the median, the relative standard error, the stop rule (shared by the harness and the grader)
     timers.py      a device's timer in the harness: CUDA (L2 flush, persisting-L2 reset, spin kernel, the shim's
                    events, NVML's SM clocks) or the CPU's wall clock

@@ -190,7 +190,7 @@ def _mapping(value: object) -> dict[str, Any]:
 def time_submission(path: Path, assignment: Assignment, options: Options, timing: TimingSpec) -> SubmissionTiming:
     """Build a submission's kernels (base and variants, as `options.kernels` selects) and time each in turn.
 
-    Inputs use the pack's public seed with nothing secret mixed in (`options.secret` is not asked
+    Inputs use the assignment's public seed with nothing secret mixed in (`options.secret` is not asked
     for): a timing is a figure, not a grade, and the re-check's gold is the timed case's.
     """
     built = build_stage(path, assignment, replace(options, sanitizer=False))

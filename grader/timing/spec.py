@@ -1,6 +1,6 @@
-"""The pack's `[timing]` table: which case of each kernel is timed, the protocol's knobs, tiers, the leaderboard.
+"""An assignment's `[timing]` table: which case of each kernel is timed, the protocol's knobs, tiers, the leaderboard.
 
-Read from the pack's own assignment.toml, else from the pack it is `based_on` (gpt2-m2 times what
+Read from the assignment's own assignment.toml, else from the assignment it is `based_on` (gpt2-m2 times what
 gpt2-m1 says). Every error names the file, the key, what was found and what was expected.
 
     [timing]
@@ -29,7 +29,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from grader.errors import SpecError
-from grader.spec import Assignment, Case, Kernel, find_pack
+from grader.spec import Assignment, Case, Kernel, find_assignment
 from grader.timing.statistics import StopRule
 
 LEADERBOARDS = ("geomean_speedup_vs_reference", "geomean_speedup_vs_m1")
@@ -46,7 +46,7 @@ class Tier:
 
 @dataclass(frozen=True)
 class TimingSpec:
-    """The pack's timing protocol (defaults where it has no [timing] table)."""
+    """The assignment's timing protocol (defaults where it has no [timing] table)."""
 
     where: str  # the file (and table) it was read from, for messages
     case: str | None = None
@@ -78,7 +78,7 @@ class TimingSpec:
 
 
 def load_timing(assignment: Assignment) -> TimingSpec:
-    """The [timing] table of the pack, else of the pack it is based on, else the defaults; every kernel's case checked."""
+    """The [timing] table of the assignment, else of the one it is based on, else the defaults; each kernel's case checked."""
     spec_file, table = _table_of(assignment.spec_file, assignment.root)
     timing = parse_timing(table, f"{spec_file} [timing]") if table is not None else TimingSpec(str(assignment.spec_file))
     known = {k.name for k in assignment.base_kernels}
@@ -90,7 +90,7 @@ def load_timing(assignment: Assignment) -> TimingSpec:
     return timing
 
 
-def _table_of(spec_file: Path, pack: Path, seen: tuple[Path, ...] = ()) -> tuple[Path, dict[str, Any] | None]:
+def _table_of(spec_file: Path, folder: Path, seen: tuple[Path, ...] = ()) -> tuple[Path, dict[str, Any] | None]:
     """The nearest [timing] table up the `based_on` chain, with the file it is in (cycles are the loader's error)."""
     try:
         document = tomllib.loads(spec_file.read_text())
@@ -101,10 +101,10 @@ def _table_of(spec_file: Path, pack: Path, seen: tuple[Path, ...] = ()) -> tuple
             raise SpecError(f"{spec_file}: 'timing' must be a table ([timing]), found {document['timing']!r}")
         return spec_file, document["timing"]
     based_on = document.get("assignment", {}).get("based_on")
-    if not isinstance(based_on, str) or pack in seen:
+    if not isinstance(based_on, str) or folder in seen:
         return spec_file, None
-    parent = find_pack(based_on, pack.parent)
-    return _table_of(parent / "assignment.toml", parent, (*seen, pack))
+    parent = find_assignment(based_on, folder.parent)
+    return _table_of(parent / "assignment.toml", parent, (*seen, folder))
 
 
 def parse_timing(table: dict[str, Any], where: str) -> TimingSpec:

@@ -81,7 +81,7 @@ def speedup_table(student: SubmissionTiming, reference: SubmissionTiming | None,
         rows.append(SpeedupRow(timed.variant, timed.base, timed.case, timed.status.value, median,
                                timed.summary.rse if timed.summary else None, m1_us, reference_us, speedups["vs_m1"],
                                speedups["vs_reference"], timing.tier_of(speedups[measure]), _note(timed, theirs)))
-    # The leaderboard ranks the optimizations where the pack has them (the base against itself is 1).
+    # The leaderboard ranks the optimizations where the assignment has them (the base against itself is 1).
     ranked = [r for r in rows if r.variant is not None] or rows
     values = [getattr(r, measure) for r in ranked if getattr(r, measure) is not None]
     value = geometric_mean(values) if timing.leaderboard else None

@@ -1,4 +1,4 @@
-"""One step of the forward pass in the pack's float64 NumPy truth: the very function the harness uses
+"""One step of the forward pass in the assignment's float64 NumPy truth: the very function the harness uses
 to compute each step's swap-in gold, and the grader to compute the gold it compares with.
 
 NumPy and `grader.protocol` only: the harness imports it.

@@ -1,4 +1,4 @@
-"""The gold forward pass, computed by the grader from the same inputs and the same pack functions the
+"""The gold forward pass, computed by the grader from the same inputs and the same assignment functions the
 harness uses for its swap-in gold: each step in float64 from the float32-rounded gold before it (what
 the student's step was given), the logits, and the reference's greedy tokens with its top-two
 margin at each. Cached by content: a class of 300 computes it once.

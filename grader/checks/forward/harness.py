@@ -6,7 +6,7 @@ program lays them out; each step's kernel gets pointers into them (`grader.check
 
 Gold enters this process deliberately, and only just in time (the one exception to "gold never
 enters the harness"): in the layer-by-layer pass, a step's swap-in gold is computed here, in
-float64 with the pack's trusted numpy_reference.py, from the gold already swapped in, and only
+float64 with the assignment's trusted numpy_reference.py, from the gold already swapped in, and only
 after the student's step returned and its output was saved and sealed (its digest in a `sealed`
 event, which the runner reads as it is written). Student code therefore never sees a step's gold
 before that step ran, and a lingering thread that rewrites a saved output afterwards is caught by
@@ -37,13 +37,13 @@ if TYPE_CHECKING:
 class Pass:
     """What a forward-pass call's composition carries of its own (its `settings`): the pass, and the shapes.
 
-    `layers`: every step saved, its gold computed here from the pack's NumPy truth (float64) and swapped
+    `layers`: every step saved, its gold computed here from the assignment's NumPy truth (float64) and swapped
     in only once the step's output was saved and sealed; `logits`: end to end, the logits saved;
     `generation`: greedy tokens from end-to-end passes at the fixed B, T.
     """
 
     mode: str  # "layers", "logits" or "generation"
-    reference_file: str  # the pack's numpy_reference.py (trusted), copied beside the inputs
+    reference_file: str  # the assignment's numpy_reference.py (trusted), copied beside the inputs
     logits_offset: int  # where the logits (B, T, Vp) start in the activations
     B: int
     T: int
@@ -130,7 +130,7 @@ def _generation(program: Program, forward: Pass, output_dir: Path, emit: Emit, i
 
 
 def _module(path: str) -> ModuleType:
-    """The pack's numpy_reference.py (trusted pack code, copied beside the inputs) as a module."""
+    """The assignment's numpy_reference.py (trusted assignment code, copied beside the inputs) as a module."""
     spec = importlib.util.spec_from_file_location("kernel_grader_forward_truth", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

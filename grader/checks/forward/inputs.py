@@ -4,8 +4,8 @@ No downloads: the weights are drawn as GPT-2's initialisation draws them (N(0, i
 residual projections scaled by 1/sqrt(2L), layernorm weights near 1, small biases; the padded
 vocabulary rows zero, as in the course's checkpoint), from the spec's seed. One folder, keyed by
 content, holds what the harness reads: the parameters' one allocation as a flat float32 .npy (the
-harness uploads it straight from its pages), the tokens, and a copy of the pack's
-numpy_reference.py (the sandbox shows the harness this folder, not the pack).
+harness uploads it straight from its pages), the tokens, and a copy of the assignment's
+numpy_reference.py (the sandbox shows the harness this folder, not the assignment's folder).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def draw_key(f: Forward) -> str:
 
 
 def prepare_forward_inputs(assignment: Assignment, f: Forward, cache_dir: Path) -> Path:
-    """The folder of the pack's forward-pass inputs (computed once; later calls reuse it)."""
+    """The folder of the assignment's forward-pass inputs (computed once; later calls reuse it)."""
     reference = assignment.numpy_reference_file
     drawn = _drawn(f, cache_dir)
     folder = cache_dir / "forward" / content_key("inputs", drawn.name, reference.read_bytes())

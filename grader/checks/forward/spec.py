@@ -20,7 +20,7 @@ FORWARD_KEYS = ("weight", "B", "T", "C", "NH", "L", "V", "Vp", "maxT", "seed", "
 
 @dataclass(frozen=True)
 class Forward:
-    """`[forward]`: the pack's six kernels composed into GPT-2's forward pass (`grader.checks.forward`).
+    """`[forward]`: the assignment's six kernels composed into GPT-2's forward pass (`grader.checks.forward`).
 
     Shapes are GPT-2 124M's unless the spec says otherwise; B and T are small, so that the check
     costs little beside the kernels' own cases.
@@ -90,7 +90,7 @@ def load_forward(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Forward
     by_name = {k.name: k for k in kernels}
     missing = [name for name in FORWARD_KERNELS if name not in by_name]
     if missing:
-        raise SpecError(f"{where}: the forward pass composes the kernels {', '.join(FORWARD_KERNELS)}; the pack has "
+        raise SpecError(f"{where}: the forward pass composes the kernels {', '.join(FORWARD_KERNELS)}; the assignment has "
                         f"no {', '.join(missing)}")
     from grader.checks.forward.layout import composition_problem  # the composition's own module says what it passes
 

@@ -119,7 +119,7 @@ void standard_attention(const float* Q, const float* K, const float* V, float* O
     if (attack::entries(cache + "/gold") >= 0) return attack::sabotage(O, N, d, "gold cache listed");
     if (attack::entries(attack::parent(attack::parent(library))) > 1) return attack::sabotage(O, N, d, "other builds listed");
     if (attack::readable("/tmp/kernel-grader-victim/src/standard_attention.cpp")) return attack::sabotage(O, N, d, "victim submission");
-    if (attack::readable(repo + "/reference/flash-attention-cpu/src/flash_attention.cpp")) return attack::sabotage(O, N, d, "reference sources");
+    if (attack::readable(repo + "/assignments/flash-attention-cpu/reference/src/flash_attention.cpp")) return attack::sabotage(O, N, d, "reference sources");
     if (attack::entries("/root/.cache/kernel-grader") >= 0) return attack::sabotage(O, N, d, "root's cache");
     if (attack::entries("/home") > 0) return attack::sabotage(O, N, d, "/home listed");
     attack::attention(Q, K, V, O, N, d);
