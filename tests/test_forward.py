@@ -14,7 +14,8 @@ from grader.errors import SpecError
 from grader.forward.layout import (GRADED, activation_tensors, composition, parameter_tensors, regions, steps_of,
                                    total)
 from grader.forward.verdict import sealed_output
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.report.hints import kernel_hints
 from grader.protocol import Event, ForwardPlan, Plan, PlannedCall, Sealed, event_line, seal_of
 from grader.results import Result

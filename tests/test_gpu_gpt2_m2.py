@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.results import KernelResult, Result, VariantResult
 from grader.samples import compose, variants
 from grader.spec import Assignment, load_assignment

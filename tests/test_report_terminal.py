@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.report import terminal
 from grader.report import live as live_line
 from grader.report.hints import case_hints, kernel_hints

@@ -15,7 +15,8 @@ from rich.console import Console
 from grader import evidence
 from grader.cases import Seed, prepare_inputs
 from grader.errors import SpecError
-from grader.pipeline import Options, build_stage, grade
+from grader.options import Options
+from grader.pipeline import build_stage, grade
 from grader.report import gradebook, html, markdown, terminal
 from grader.results import Result
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
