@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader.batch.late import apply_late_policy  # noqa: E402
 from grader.cli import main  # noqa: E402
-from grader.pipeline import Options, grade, not_graded  # noqa: E402
+from grader.options import Options  # noqa: E402
+from grader.pipeline import grade, not_graded  # noqa: E402
 from grader.results import Submission  # noqa: E402
 from grader.samples import compose, variants  # noqa: E402
 from grader.spec import LatePolicy, load_assignment  # noqa: E402

@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synthetic_class import STAGES, Member, batch_environment, make_class, time_batch  # noqa: E402
 
-from grader.pipeline import Options, prepare_gold  # noqa: E402
+from grader.options import Options  # noqa: E402
+from grader.pipeline import prepare_gold  # noqa: E402
 from grader.samples import variants  # noqa: E402
 from grader.spec import Assignment, load_assignment  # noqa: E402
 

@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.sandbox import Limits, Mounts, sandbox_named
 from grader.spec import load_assignment
 

@@ -36,7 +36,8 @@ from pathlib import Path
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
-from grader.pipeline import Options, build_stage, default_cache_dir  # noqa: E402
+from grader.options import Options, default_cache_dir  # noqa: E402
+from grader.pipeline import build_stage  # noqa: E402
 from grader.runner.plan import plan_for  # noqa: E402
 from grader.spec import load_assignment  # noqa: E402
 from grader.timing.harness import Settings  # noqa: E402

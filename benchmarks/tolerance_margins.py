@@ -21,7 +21,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.pipeline import Options, default_cache_dir, grade
+from grader.options import Options, default_cache_dir
+from grader.pipeline import grade
 from grader.results import CaseResult
 from grader.samples import Sample, compose, variants
 from grader.spec import load_assignment

@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 from grader.batch.late import apply_late_policy
-from grader.pipeline import Options, default_cache_dir, grade
+from grader.options import Options, default_cache_dir
+from grader.pipeline import grade
 from grader.results import Result
 from grader.samples import compose, variants
 from grader.spec import LatePolicy, load_assignment

@@ -1,4 +1,5 @@
-"""Whether this machine can run a target's kernels, and in words a student understands if not.
+"""Whether this machine can run a target's kernels, and in words a student understands if not; and
+which GPUs this process may use.
 
 Building needs no GPU: where this says no, the pipeline still compiles every kernel and reports
 compile errors and forbidden symbols, and marks the runs `not_run` with this reason.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
 
 from grader.targets import target_named
 
@@ -27,3 +29,24 @@ def unavailable_reason(target: str) -> str | None:
     if os.environ.get("KERNEL_GRADER_NO_GPU"):  # a test seam, and a way to get compile feedback only
         return "no GPU is used here (KERNEL_GRADER_NO_GPU is set)"
     return target_named(target).unavailable_reason()
+
+
+def cuda_visible_devices() -> list[str] | None:
+    """The GPUs $CUDA_VISIBLE_DEVICES names (indices or UUIDs), in its order; None where it is not set."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return [d.strip() for d in value.split(",") if d.strip()]
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: $CUDA_VISIBLE_DEVICES if set, else every GPU nvidia-smi lists."""
+    named = cuda_visible_devices()
+    if named is not None:
+        return named
+    try:
+        listing = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in listing.stdout.splitlines() if line.strip()] if listing.returncode == 0 else []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import os
 import platform
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from grader.compare import Verdict, compare
 from grader.device import certainly_unavailable, unavailable_reason
 from grader.gold import gold_outputs
 from grader.checkout import Checkout, checkout_folder
+from grader.options import Options
 from grader.results import Environment, Result, Submission, SubmissionStatus
 from grader.sanitizer import SanitizerReport, sanitizer_check
 from grader.runner import Call, CallOutcome, CaseWatcher, harnesses_for, limits_for, run_calls, submission_budget
@@ -33,32 +33,6 @@ from grader.spec import Assignment, Case, Kernel
 from grader.status import BuildStatus, CallStatus
 from grader.targets import target_of
 from grader.threadsafe import load_npy
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("KERNEL_GRADER_CACHE", Path.home() / ".cache" / "kernel-grader"))
-
-
-@dataclass(frozen=True)
-class Options:
-    cache_dir: Path
-    public_only: bool = False  # `grader check`: the public cases with the public seed
-    secret: str | None = None
-    sandbox: str = "local"
-    kernels: tuple[str, ...] = ()  # empty: all
-    jobs: int | None = None
-    cuda_arch: str | None = None
-    sanitizer: bool = False  # compute-sanitizer where the spec asks for it and the tool is installed (`grade`: on)
-    upload: bool = False  # an upload (Gradescope), maybe flat: the sources stage finds its files (`grade --upload`)
-    harnesses: int | None = None  # kernel harnesses run at once (None: `grader.runner.harnesses_for`'s rule)
-
-    def to_dict(self) -> dict:
-        """Every field, JSON-ready: what a Slurm task reads back to grade with exactly these options."""
-        return {**vars(self), "cache_dir": str(self.cache_dir), "kernels": list(self.kernels)}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Options:
-        return cls(**{**data, "cache_dir": Path(data["cache_dir"]), "kernels": tuple(data["kernels"])})
 
 
 def grade(path: Path | Checkout, assignment: Assignment, options: Options,

@@ -28,7 +28,8 @@ from pathlib import Path
 from grader import __version__
 from grader.build import Artifact
 from grader.cache import content_key, publish_file
-from grader.runner import Call, CallOutcome, FollowUp, Slots, run_calls
+from grader.gate import Gate
+from grader.runner import Call, CallOutcome, FollowUp, run_calls
 from grader.runner.plan import planned
 from grader.sandbox import Sandbox
 from grader.spec import Assignment, Case, Kernel, allocation_of
@@ -155,7 +156,7 @@ class SanitizerCheck:
         return self.runs(kernel)
 
     def run_tool(self, kernel: Kernel, case: Case, library: Path, inputs: Path, tool: str,
-                 slots: Slots | None = None) -> SanitizerReport:
+                 slots: Gate | None = None) -> SanitizerReport:
         """One tool on one case, from the cache where it ran before (even past the deadline: it costs nothing);
         `slots`: those of the run it follows."""
         wrapper = (self.binary, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "20",

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.results import Result
 from grader.samples import Sample, compose, variants
 from grader.spec import ASSIGNMENTS_DIR, Assignment, load_assignment

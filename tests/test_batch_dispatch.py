@@ -15,9 +15,10 @@ import pytest
 
 import grader.dispatch.local as local
 from grader.dispatch import Job, executor_named
-from grader.dispatch.local import SHARED_RUN, LocalExecutor, SharedDevice, _run_pool
+from grader.dispatch.local import SHARED_RUN, LocalExecutor, _run_pool
 from grader.dispatch.slurm import SlurmExecutor, time_limit_minutes
-from grader.pipeline import Options
+from grader.gate import Gate
+from grader.options import Options
 from grader.samples import compose, variants
 from grader.spec import load_assignment
 
@@ -63,19 +64,19 @@ def test_the_slots_share_the_cores_among_their_harnesses_unless_asked(monkeypatc
 
 
 def test_a_shared_gpu_marks_runs_beside_another_and_lets_a_run_alone_go_first() -> None:
-    gpu = SharedDevice()
-    with gpu.shared() as first:
-        with gpu.shared() as second:
+    gpu = Gate()  # as each GPU's run slots share it: any number at once
+    with gpu.hold() as first:
+        with gpu.hold() as second:
             pass
-    with gpu.shared() as lone:
+    with gpu.hold() as lone:
         pass
-    assert first.beside_another and second.beside_another and not lone.beside_another
+    assert first.shared and second.shared and not lone.shared
 
     order: list[str] = []
     release, inside = threading.Event(), threading.Event()
 
     def shared(name: str, hold: bool) -> None:
-        with gpu.shared():
+        with gpu.hold():
             order.append(f"{name} in")
             if hold:
                 inside.set()
@@ -83,7 +84,7 @@ def test_a_shared_gpu_marks_runs_beside_another_and_lets_a_run_alone_go_first() 
             order.append(f"{name} out")
 
     def alone() -> None:
-        with gpu.alone():
+        with gpu.hold(alone=True):
             order.append("alone in")
             order.append("alone out")
 
@@ -92,7 +93,7 @@ def test_a_shared_gpu_marks_runs_beside_another_and_lets_a_run_alone_go_first() 
     assert inside.wait(30)
     threads.append(threading.Thread(target=alone))
     threads[1].start()
-    while not gpu._waiting_alone:  # the run alone now waits for s1 to end
+    while not gpu.alone_waiting:  # the run alone now waits for s1 to end
         time.sleep(0.01)
     threads.append(threading.Thread(target=shared, args=("s2", False)))
     threads[2].start()

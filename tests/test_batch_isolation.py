@@ -27,7 +27,7 @@ from grader.dispatch import Job
 from grader.dispatch.faults import machine_fault
 from grader.dispatch.local import LocalExecutor
 from grader.errors import MachineError
-from grader.pipeline import Options
+from grader.options import Options
 from grader.results import Result, Retry
 from grader.samples import Sample, compose, variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment

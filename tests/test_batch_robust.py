@@ -24,7 +24,7 @@ from grader.batch.lock import BatchLock, BatchLocked, clean_clone_cache, lock_pa
 from grader.cli import main
 from grader.dispatch import Job
 from grader.dispatch.local import LocalExecutor
-from grader.pipeline import Options
+from grader.options import Options
 from grader.samples import compose
 from grader.spec import load_assignment
 from grader.store import Store, plan_run

@@ -18,6 +18,7 @@ from rich.console import Console
 from grader.batch.progress import LONG_RUN_S, STUCK_S, Tally, eta_seconds
 from grader.cli import main
 from grader.dispatch import local
+from grader.runner.limits import kernels_budget
 from grader.batch.roster import read_roster
 from grader.samples import compose
 from grader.spec import PROJECT_ROOT, load_assignment
@@ -160,7 +161,7 @@ def test_the_local_executor_says_which_submissions_are_running(tmp_path: Path, m
     from concurrent.futures import ThreadPoolExecutor
 
     from grader.dispatch import Job
-    from grader.pipeline import Options
+    from grader.options import Options
 
     flash = load_assignment("flash-attention-cpu")
     executor = local.LocalExecutor(build_jobs=2)
@@ -176,7 +177,7 @@ def test_the_local_executor_says_which_submissions_are_running(tmp_path: Path, m
     monkeypatch.setattr(local, "execute_stage", execute)
     executor.grade([Job(0, "ada", compose(flash, None, tmp_path / "ada"))], flash,
                    Options(cache_dir=tmp_path / "cache"), lambda job, result: None)
-    budget = sum(k.budget_s for k in flash.kernels)
+    budget = kernels_budget(flash, flash.kernels)  # the runner's deadline for the run
     assert [[(student, limit) for student, _, limit in now] for now in seen] == [[("ada", budget)]]
     assert executor.running() == []
 
@@ -217,7 +218,7 @@ def test_process_as_another_user_than_root_says_what_student_code_can_read(
         euid: int, sandbox: str, secret: str | None, warned: str | None, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     from grader.cli.options import exposure_warning
-    from grader.pipeline import Options
+    from grader.options import Options
 
     monkeypatch.setattr(os, "geteuid", lambda: euid)
     words = exposure_warning(Options(cache_dir=tmp_path / "cache", sandbox=sandbox, secret=secret))

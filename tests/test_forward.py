@@ -16,7 +16,8 @@ from grader.checks.forward.layout import (GRADED, activation_tensors, compositio
 from grader.checks.forward.spec import FORWARD_KERNELS, Forward
 from grader.checks.forward.verdict import sealed_output
 from grader.errors import SpecError
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.report.hints import kernel_hints
 from grader.protocol import Event, Plan, PlannedCall, Sealed, event_line, seal_of
 from grader.results import Result

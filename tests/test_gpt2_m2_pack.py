@@ -13,7 +13,8 @@ import pytest
 from grader import evidence
 from grader.device import unavailable_reason
 from grader.evidence import evidence_of
-from grader.pipeline import Built, Options, build_stage, run_stage
+from grader.options import Options
+from grader.pipeline import Built, build_stage, run_stage
 from grader.report.evidence import variant_evidence
 from grader.samples import compose, variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment

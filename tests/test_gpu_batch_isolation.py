@@ -18,7 +18,7 @@ from rich.console import Console
 
 from grader.batch.grade_class import ClassBatch, Fetching, grade_class
 from grader.dispatch.local import LocalExecutor
-from grader.pipeline import Options
+from grader.options import Options
 from grader.results import Result
 from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.results import Result
 from grader.samples import compose
 from grader.spec import Assignment, load_assignment

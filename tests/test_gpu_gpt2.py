@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.report.evidence import variant_evidence
 from grader.results import KernelResult, Result, VariantResult
 from grader.samples import compose, variants

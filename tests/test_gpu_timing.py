@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.pipeline import Options
+from grader.options import Options
 from grader.spec import Assignment, load_assignment
 from grader.status import TimingStatus
 from grader.timing.results import KernelTiming

@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.results import Result
 from grader.runner import run_calls
-from grader.runner.slots import HARNESSES_ENV, Held, Slots, harnesses_for
+from grader.gate import Gate, Held
+from grader.runner.slots import HARNESSES_ENV, harnesses_for
 from grader.samples import variants
 from grader.sandbox import sandbox_named
 from grader.sandbox.process import ProcessSandbox
@@ -157,13 +159,13 @@ def test_the_default_is_one_harness_per_kernel_up_to_half_the_cores(monkeypatch:
 
 
 def test_a_harness_run_alone_waits_for_the_others_and_holds_off_new_ones() -> None:
-    slots = Slots(3)
+    slots = Gate(3)
     order: list[str] = []
     entered, release = threading.Event(), threading.Event()
     held: dict[str, Held] = {}
 
     def shared(name: str, wait: threading.Event | None = None) -> None:
-        with slots.harness() as hold:
+        with slots.hold() as hold:
             held[name] = hold
             order.append(name)
             entered.set()
@@ -171,7 +173,7 @@ def test_a_harness_run_alone_waits_for_the_others_and_holds_off_new_ones() -> No
                 wait.wait(5)
 
     def alone() -> None:
-        with slots.harness(alone=True) as hold:
+        with slots.hold(alone=True) as hold:
             held["alone"] = hold
             order.append("alone")
             time.sleep(0.2)
@@ -197,10 +199,10 @@ def test_a_harness_run_alone_waits_for_the_others_and_holds_off_new_ones() -> No
 
 
 def test_harnesses_side_by_side_know_they_shared() -> None:
-    slots = Slots(2)
-    with slots.harness() as first, slots.harness() as second:
+    slots = Gate(2)
+    with slots.hold() as first, slots.hold() as second:
         pass
-    with slots.harness() as third:
+    with slots.hold() as third:
         pass
     assert first.shared and second.shared and not third.shared and slots.peak == 2
 

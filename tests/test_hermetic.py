@@ -13,7 +13,7 @@ from pathlib import Path
 
 from grader.batch.lock import CACHE_LOCK, BatchLock
 from grader.cli import main
-from grader.pipeline import default_cache_dir
+from grader.options import default_cache_dir
 from grader.spec import PROJECT_ROOT
 from grader.timing.lock import locks_folder
 
@@ -37,7 +37,7 @@ def test_every_default_location_is_the_session_s(hermetic_session: hermetic.Sess
 
 def test_a_subprocess_inherits_the_session(hermetic_session: hermetic.Session) -> None:
     probe = ("import json, os, subprocess, grader\nfrom pathlib import Path\n"
-             "from grader.pipeline import default_cache_dir\n"
+             "from grader.options import default_cache_dir\n"
              "git = subprocess.run(['git', 'config', '--global', 'user.email'], capture_output=True, text=True)\n"
              "print(json.dumps({'home': str(Path.home()), 'cache': str(default_cache_dir()), "
              "'cwd': os.getcwd(), 'grader': grader.__file__, "

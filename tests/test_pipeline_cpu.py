@@ -12,7 +12,8 @@ import pytest
 
 from grader.cases import Seed, load_inputs, make_case_inputs, prepare_inputs
 from grader.errors import SpecError
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.results import Result
 from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment

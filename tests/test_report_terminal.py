@@ -18,7 +18,8 @@ from rich.console import Console
 
 from grader.cli import live as live_line
 from grader.cli.live import LiveLine
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.report import terminal
 from grader.report.hints import case_hints, kernel_hints
 from grader.report.render import sizes

@@ -221,7 +221,8 @@ _ORIGINAL_WHICH = shutil.which
 
 def test_whole_pipeline_grades_through_the_unshare_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without bwrap (as on the GPU runner) the run's plan under /tmp must still be visible inside."""
-    from grader.pipeline import Options, grade
+    from grader.options import Options
+    from grader.pipeline import grade
     from grader.spec import load_assignment
 
     if not NamespaceSandbox()._can_unshare():

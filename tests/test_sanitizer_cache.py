@@ -15,7 +15,7 @@ import pytest
 
 from grader import pipeline
 from grader.build import Artifact
-from grader.pipeline import Options
+from grader.options import Options
 from grader.runner import run_calls
 from grader.sandbox import sandbox_named
 from grader.sanitizer import SanitizerCheck, SanitizerReport, cached_report, sanitizer_version

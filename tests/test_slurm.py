@@ -22,7 +22,7 @@ from grader.cli import main
 from grader.dispatch import Job
 from grader.dispatch.slurm import SlurmExecutor
 from grader.dispatch.slurm_task import TaskFileError, read_task, write_task_file
-from grader.pipeline import Options
+from grader.options import Options
 from grader.results import Result
 from grader.spec import PROJECT_ROOT, load_assignment
 from grader.store import Store
@@ -110,7 +110,7 @@ def test_cancelled_task_is_an_error_and_collect_merges_later(slurm, tmp_path: Pa
 def test_task_stopped_at_its_time_limit_is_stored_as_a_timeout(slurm, tmp_path: Path) -> None:
     from grader.dispatch import Job
     from grader.dispatch.slurm import SlurmExecutor
-    from grader.pipeline import Options
+    from grader.options import Options
 
     shared = tmp_path / "shared"
     for sub in ("results", "exit", "logs", "collected"):

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.pipeline import Options, build_stage
+from grader.options import Options
+from grader.pipeline import build_stage
 from grader.samples import VARIANT_FILE, compose, variants
 from grader.sources import SOURCE_DIR_FILES, Origin, Overlay, gather_sources, interface_headers, overlay_files
 from grader.spec import Assignment, load_assignment

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from grader.pipeline import Options, StageTimes, build_stage, execute_stage, score_stage
+from grader.options import Options
+from grader.pipeline import StageTimes, build_stage, execute_stage, score_stage
 from grader.samples import compose
 from grader.spec import Assignment
 

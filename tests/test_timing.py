@@ -219,7 +219,8 @@ def test_time_without_a_gpu_says_what_cannot_run_and_where(monkeypatch: pytest.M
 
 def test_gradescope_leaderboard_carries_the_specs_speedup_value(tmp_path: Path) -> None:
     from grader.cli.export import speed_up
-    from grader.pipeline import Options, not_graded
+    from grader.options import Options
+    from grader.pipeline import not_graded
     from grader.report import gradescope
     from grader.results import Submission, SubmissionStatus
 
@@ -236,7 +237,8 @@ def test_gradescope_leaderboard_carries_the_specs_speedup_value(tmp_path: Path) 
 
 def test_export_results_puts_the_timing_files_leaderboard_value_first(tmp_path: Path) -> None:
     from grader.cli import main
-    from grader.pipeline import Options, not_graded
+    from grader.options import Options
+    from grader.pipeline import not_graded
     from grader.results import Submission, SubmissionStatus
 
     assignment = load_assignment("flash-attention-cpu")

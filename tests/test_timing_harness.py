@@ -12,7 +12,7 @@ import numpy as np
 
 from grader.cases import Seed
 from grader.harness import Progress
-from grader.pipeline import Options
+from grader.options import Options
 from grader.protocol import BufferArgument
 from grader.runner.plan import Call, plan_for
 from grader.spec import PROJECT_ROOT, Assignment

@@ -15,7 +15,8 @@ from rich.console import Console
 from grader import evidence
 from grader.cases import Seed, prepare_inputs
 from grader.errors import SpecError
-from grader.pipeline import Options, build_stage, grade
+from grader.options import Options
+from grader.pipeline import build_stage, grade
 from grader.report import gradebook, html, markdown, terminal
 from grader.report.evidence import variant_evidence
 from grader.results import Result

@@ -30,7 +30,8 @@ from grader.batch.roster import Entry
 from grader.checkout import Checkout
 from grader.dispatch import Job, OnResult
 from grader.errors import GraderError, SubmissionError
-from grader.pipeline import Options, not_graded
+from grader.options import Options
+from grader.pipeline import not_graded
 from grader.results import Submission
 from grader.spec import Assignment
 from grader.status import SubmissionStatus

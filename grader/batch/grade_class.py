@@ -28,7 +28,7 @@ from grader.batch.summary import summarise
 from grader.dispatch import Executor, Job, OnResult
 from grader.dispatch.slurm import SlurmExecutor
 from grader.errors import StoreError
-from grader.pipeline import Options
+from grader.options import Options
 from grader.results import Result
 from grader.spec import Assignment
 from grader.store import FETCH_ATTEMPTS, Store, plan_run

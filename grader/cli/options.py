@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from grader.cases import read_secret
-from grader.pipeline import Options, default_cache_dir
+from grader.options import Options, default_cache_dir
 from grader.sandbox import SANDBOX_NAMES
 
 

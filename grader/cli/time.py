@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from grader.device import unavailable_reason
 from grader.errors import GraderError, SubmissionError
-from grader.pipeline import Options, default_cache_dir
+from grader.options import Options, default_cache_dir
 from grader.sandbox import SANDBOX_NAMES
 from grader.spec import load_assignment
 

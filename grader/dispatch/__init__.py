@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Callable, Protocol
 
 from grader.checkout import Checkout
-from grader.pipeline import Options
+from grader.options import Options
 from grader.results import Result
 from grader.spec import Assignment
 from grader.timestamps import parse_timestamp

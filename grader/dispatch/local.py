@@ -15,6 +15,9 @@ those runs are the ones kept (the first run's time stays in the result, as `shar
 runs them once nothing is ready for it to run, not at once: the GPU to itself means waiting for its
 other slots' submissions to end, and they would wait too.
 Not covered: a sanitizer finding that such a neighbour caused (a failed allocation under memcheck).
+
+One `grade` call is a `ClassRun` (its queues, workers and gates); each run slot a `RunSlot` (its
+process, and the runs it holds back to do again alone); a GPU's slots share a `grader.gate.Gate`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import multiprocessing
 import os
 import queue
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -35,12 +37,15 @@ from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from grader.device import visible_gpus
 from grader.dispatch import Job, OnResult, Running
 from grader.dispatch.faults import FAULT_WORDS, Fault, machine_fault
 from grader.errors import GraderError
-from grader.pipeline import (Built, Options, Ran, StageTimes, build_stage, execute_stage, not_graded, prepare_gold,
-                             score_stage)
+from grader.gate import Gate
+from grader.options import Options
+from grader.pipeline import Built, Ran, StageTimes, build_stage, execute_stage, not_graded, prepare_gold, score_stage
 from grader.results import Result, Retry, Submission
+from grader.runner.limits import kernels_budget
 from grader.runner.slots import HARNESSES_ENV, usable_cores
 from grader.spec import Assignment
 from grader.status import CallStatus, SubmissionStatus
@@ -54,18 +59,6 @@ SHARED_RUN = "shared_run"  # the stage of a result whose first run (beside a nei
 BUILD_NICE_INCREMENT = 10  # builds' CPU priority below the runs'
 IDLE_S = 0.5  # a run slot with nothing ready for this long confirms its crashes with the GPU to itself
 UNCONFIRMED_LIMIT = 4  # crashes a run slot holds for confirming before it confirms them anyway
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs this process may use: $CUDA_VISIBLE_DEVICES if set, else every GPU nvidia-smi lists."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        return [d.strip() for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
-    try:
-        listing = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in listing.stdout.splitlines() if line.strip()] if listing.returncode == 0 else []
 
 
 class LocalExecutor:
@@ -101,207 +94,246 @@ class LocalExecutor:
         """Grade the jobs as they come: `jobs` may be a stream (a batch's fetches), each built the moment it arrives."""
         if isinstance(jobs, (list, tuple)) and not jobs:
             return 0
-        slots = self.slots(assignment)
-        options = harnesses_beside(options, len(slots))
+        return ClassRun(self, jobs, assignment, options, on_result).run()
+
+    @contextlib.contextmanager
+    def _on_slot(self, student: str, limit: float) -> Iterator[None]:
+        """A submission on a run slot, for `running` while it runs there."""
+        with self._running_lock:
+            self._running[student] = (time.monotonic(), limit)
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                self._running.pop(student, None)
+
+
+class ClassRun:
+    """One `LocalExecutor.grade` call: its jobs built on the CPU cores while the run slots run them.
+
+    The feeder hands each job to the builders as it comes; a build goes to `ready`, where the run
+    slots (`RunSlot`, one thread each) take it; a run's outputs are compared and scored by the
+    scorers; every result goes to `finished`, which the grading thread hands to `on_result`.
+    """
+
+    def __init__(self, executor: LocalExecutor, jobs: Iterable[Job], assignment: Assignment, options: Options,
+                 on_result: OnResult) -> None:
+        self.executor = executor
+        self.jobs = jobs
+        self.assignment = assignment
+        self.on_result = on_result
+        self.devices = executor.slots(assignment)  # one per run slot
+        self.options = harnesses_beside(options, len(self.devices))
         # A submission's kernels compile side by side, and just enough submissions at once to fill the
         # cores: the first one is ready to run after one compile's time, not one per kernel (with every
         # submission compiling a kernel at a time, the GPU idled for the first 35 s of a class).
-        kernels = len(options.kernels) or len(assignment.kernels)
-        build_options = dataclasses.replace(options, jobs=max(1, min(kernels, self.build_jobs)))
-        building_at_once = max(1, -(-self.build_jobs // build_options.jobs))
-        on_gpu = target_of(assignment).needs_gpu
-        finished: queue.Queue[tuple[Job, Result] | None] = queue.Queue()
-        ready: queue.Queue[tuple[Job, Built | Failed] | None] = queue.Queue()
+        kernels = len(self.options.kernels) or len(assignment.kernels)
+        self.build_options = dataclasses.replace(self.options, jobs=max(1, min(kernels, executor.build_jobs)))
+        self.on_gpu = target_of(assignment).needs_gpu
+        self.ready: queue.Queue[tuple[Job, Built | Failed] | None] = queue.Queue()  # built, for a run slot
+        self.finished: queue.Queue[tuple[Job, Result] | None] = queue.Queue()  # results; None: the feed ended
         # One per GPU, shared by that GPU's slots; the C++ slots share the CPU's. A run again alone waits on it.
-        gates = {device: SharedDevice() for device in slots}
-
-        def build(job: Job) -> None:
-            try:
-                ready.put((job, build_stage(job.checkout, assignment, build_options)))
-            except Exception as error:  # one submission's trouble never stops the class
-                failed = Failed.of("build", error)
-                if failed.fault is not None:  # built again by a run slot, alone
-                    ready.put((job, failed))
-                else:
-                    finished.put((job, _error(assignment, options, job, failed.message)))
-
-        def score(job: Job, ran: Ran, outputs: Path, gate: SharedDevice, retries: tuple[Retry, ...]) -> None:
-            first: Failed | None = None
-            try:
-                try:
-                    result = score_stage(ran, assignment, options)
-                except Exception as error:
-                    first = Failed.of("score", error)
-                    if first.fault is None:
-                        raise
-                    with gate.alone():  # once the neighbour that took the machine's threads has ended
-                        result = score_stage(ran, assignment, options)
-                    retries += (first.retry(),)
-                finished.put((job, dataclasses.replace(result, retries=list(retries))))
-            except Exception as error:
-                failed = Failed.of("score", error)
-                if first is not None and first.fault is not None:
-                    failed, retries = failed.alone(first), retries + (first.retry(),)
-                finished.put((job, _error(assignment, options, job, failed.message, retries)))
-            finally:
-                shutil.rmtree(outputs, ignore_errors=True)
-
-        gold_failed: list[str] = []
-
-        def run_slot(device: str | None) -> None:
-            pool: ProcessPoolExecutor | None = None  # this slot's own; a broken one is replaced, never shared
-            gate = gates[device]
-
-            def execute(job: Job, built: Built, outputs: Path, alone: bool = False) -> Ran | Failed:
-                nonlocal pool
-                # Alone, its kernels also run one at a time: a kernel that takes the whole GPU (all its memory)
-                # then hurts no kernel of its own submission either, and the run says whose fault it is.
-                run_options = dataclasses.replace(options, harnesses=1) if alone else options
-                limit = assignment.submission_time_limit_s or sum(k.budget_s for k in built.kernels)
-                with self._running_lock:
-                    self._running[job.student] = (time.monotonic(), limit)
-                try:
-                    pool = pool or _run_pool(device)
-                    # Shared with the other slots; a timing job (`grader time`) holds it alone.
-                    with gpu_lock(exclusive=False, gpu=device) if device is not None else contextlib.nullcontext():
-                        return pool.submit(execute_stage, built, assignment, run_options, outputs).result()
-                except Exception as error:
-                    failed = Failed.of("run", error)
-                    if failed.fault is not None and pool is not None:  # its process may be gone or half started
-                        pool.shutdown(wait=False, cancel_futures=True)
-                        pool = None
-                    return failed
-                finally:
-                    with self._running_lock:
-                        self._running.pop(job.student, None)
-
-            def done(job: Job, ran: Ran | Failed, outputs: Path, retries: tuple[Retry, ...] = ()) -> None:
-                if isinstance(ran, Failed):
-                    shutil.rmtree(outputs, ignore_errors=True)
-                    finished.put((job, _error(assignment, options, job, ran.message, retries)))
-                else:  # compare and score on the CPU: this slot's GPU takes the next submission now
-                    scorers.submit(score, job, ran, outputs, gate, retries)
-
-            # Runs to do again with the slot's GPU (or CPU) to itself: a crash beside a neighbour, to
-            # confirm; a stage the machine failed, to retry. Not at once: waiting for the GPU to empty
-            # would hold every slot of it idle (behind a neighbour's time-out, a minute), so they wait
-            # until nothing is ready to run, or until there are too many.
-            later: list[Confirm | Again] = []
-
-            def run_alone() -> None:
-                while later:
-                    item = later.pop(0)
-                    with gate.alone():
-                        if isinstance(item, Confirm):
-                            again = execute(item.job, kernels_again(item.built, item.first, item.crashed), item.outputs, alone=True)
-                            done(item.job, with_kernels_again(item.first, again, item.crashed)
-                                 if isinstance(again, Ran) else again.alone(), item.outputs)
-                            continue
-                        retries = (item.failed.retry(),)
-                        built = item.built
-                        if built is None:  # its build failed for the machine's reasons: built again, alone
-                            try:
-                                built = build_stage(item.job.checkout, assignment, build_options)
-                            except Exception as error:
-                                done(item.job, Failed.of("build", error).alone(item.failed), item.outputs, retries)
-                                continue
-                        _empty(item.outputs)  # what the failed attempt left
-                        ran = execute(item.job, built, item.outputs, alone=True)
-                        done(item.job, ran.alone(item.failed) if isinstance(ran, Failed) else ran, item.outputs,
-                             retries)
-
-            def take(job: Job, built: Built | Failed) -> None:
-                if gold_failed:
-                    finished.put((job, _error(assignment, options, job, gold_failed[0])))
-                    return
-                outputs = Path(tempfile.mkdtemp(prefix="kg-outputs-"))
-                if isinstance(built, Failed):  # a build the machine failed
-                    later.append(Again(job, None, built, outputs))
-                    return
-                with gate.shared() as turn:
-                    ran = execute(job, built, outputs)
-                if isinstance(ran, Failed) and ran.fault is not None:
-                    later.append(Again(job, built, ran, outputs))  # not the student's: run again alone
-                elif on_gpu and turn.beside_another and isinstance(ran, Ran) and (crashed := crashed_kernels(ran)):
-                    # The neighbour may have caused them (the GPU's memory is shared): their runs alone count.
-                    later.append(Confirm(job, built, ran, crashed, outputs))
-                else:
-                    done(job, ran, outputs)
-
-            try:
-                while True:
-                    try:
-                        item = ready.get(timeout=IDLE_S if later else None)
-                    except queue.Empty:  # nothing ready to run: the GPU is free enough to run alone
-                        run_alone()
-                        continue
-                    if item is None:
-                        break
-                    try:
-                        take(*item)
-                        if len(later) >= UNCONFIRMED_LIMIT:  # each holds its outputs on disk
-                            run_alone()
-                    except Exception as error:  # never lose a job, nor this slot: the next one still runs
-                        finished.put((item[0], _error(assignment, options, item[0], Failed.of("run", error).message)))
-            finally:
-                for entry in later:  # the batch stopped before they could be run again
-                    shutil.rmtree(entry.outputs, ignore_errors=True)
-                if pool is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
-
+        self.gates = {device: Gate() for device in self.devices}
+        self.gold_failed: str | None = None  # why the gold could not be prepared: every result says so
+        self.fed: int | None = None  # how many jobs came, once the stream has ended
+        self.feed_error: BaseException | None = None  # what ended the stream early, re-raised in the grading thread
         # Every thread of the coordinator starts here, before any student code runs: one that cannot
         # start later (a neighbour's fork bomb took the machine's processes) cannot lose a submission.
         # Builds are the work ahead: the runs, which hold a GPU, get the cores first (see _build_thread_init).
-        builders = Workers(building_at_once, "kg-build", _build_thread_init)
+        self.builders = Workers(max(1, -(-executor.build_jobs // self.build_options.jobs)), "kg-build",
+                                _build_thread_init)
         # Apart from the builds, so that a run's outputs are compared as soon as it ends, not after
         # every build queued before it (each gpt2-m1 run leaves ~250 MB of outputs on disk until then).
-        scorers = Workers(max(2, len(slots)), "kg-score")
-        fed: list[int] = []  # how many jobs came, once the stream has ended
-        feed_error: list[BaseException] = []
+        self.scorers = Workers(max(2, len(self.devices)), "kg-score")
 
-        def feed() -> None:  # builds need no gold: they compile while the reference runs
-            count = 0
-            try:
-                for job in jobs:
-                    count += 1
-                    builders.submit(build, job)
-            except BaseException as error:  # noqa: BLE001 -- re-raised in the grading thread
-                feed_error.append(error)
-            finally:
-                fed.append(count)
-                finished.put(None)
-
-        feeder = threading.Thread(target=feed, daemon=True, name="kg-feed")
-        runners = [threading.Thread(target=run_slot, args=(device,), daemon=True, name=f"kg-slot-{i}")
-                   for i, device in enumerate(slots)]
+    def run(self) -> int:
+        feeder = threading.Thread(target=self.feed, daemon=True, name="kg-feed")
+        runners = [threading.Thread(target=RunSlot(self, device).serve, daemon=True, name=f"kg-slot-{i}")
+                   for i, device in enumerate(self.devices)]
         try:
             feeder.start()
             try:
                 # Once, before any run: every score then reads the cache.
-                if (failure := prepare_gold_apart(assignment, options)) is not None:
-                    gold_failed.append(f"gold outputs could not be prepared: {failure}")
+                if (failure := prepare_gold_apart(self.assignment, self.options)) is not None:
+                    self.gold_failed = f"gold outputs could not be prepared: {failure}"
             except GraderError as error:
-                gold_failed.append(f"gold outputs could not be prepared: {error}")
+                self.gold_failed = f"gold outputs could not be prepared: {error}"
             for runner in runners:
                 runner.start()
             received = 0
-            while not fed or received < fed[0]:
-                item = finished.get()
+            while self.fed is None or received < self.fed:
+                item = self.finished.get()
                 if item is None:
                     continue
-                on_result(*item)
+                self.on_result(*item)
                 received += 1
-            if feed_error:
-                raise feed_error[0]
+            if self.feed_error is not None:
+                raise self.feed_error
         finally:
             for runner in runners:
-                ready.put(None)
+                self.ready.put(None)
             for runner in runners:
                 if runner.is_alive():
                     runner.join()
-            builders.shutdown()
-            scorers.shutdown()
+            self.builders.shutdown()
+            self.scorers.shutdown()
         return 0
+
+    def feed(self) -> None:  # builds need no gold: they compile while the reference runs
+        count = 0
+        try:
+            for job in self.jobs:
+                count += 1
+                self.builders.submit(self.build, job)
+        except BaseException as error:  # noqa: BLE001 -- re-raised in the grading thread
+            self.feed_error = error
+        finally:
+            self.fed = count
+            self.finished.put(None)
+
+    def build(self, job: Job) -> None:
+        try:
+            self.ready.put((job, build_stage(job.checkout, self.assignment, self.build_options)))
+        except Exception as error:  # one submission's trouble never stops the class
+            failed = Failed.of("build", error)
+            if failed.fault is not None:  # built again by a run slot, alone
+                self.ready.put((job, failed))
+            else:
+                self.error(job, failed.message)
+
+    def score(self, job: Job, ran: Ran, outputs: Path, gate: Gate, retries: tuple[Retry, ...]) -> None:
+        first: Failed | None = None
+        try:
+            try:
+                result = score_stage(ran, self.assignment, self.options)
+            except Exception as error:
+                first = Failed.of("score", error)
+                if first.fault is None:
+                    raise
+                with gate.hold(alone=True):  # once the neighbour that took the machine's threads has ended
+                    result = score_stage(ran, self.assignment, self.options)
+                retries += (first.retry(),)
+            self.finished.put((job, dataclasses.replace(result, retries=list(retries))))
+        except Exception as error:
+            failed = Failed.of("score", error)
+            if first is not None and first.fault is not None:
+                failed, retries = failed.alone(first), retries + (first.retry(),)
+            self.error(job, failed.message, retries)
+        finally:
+            shutil.rmtree(outputs, ignore_errors=True)
+
+    def error(self, job: Job, message: str, retries: tuple[Retry, ...] = ()) -> None:
+        """The job's result: the grader failed on it (`message` says how)."""
+        result = not_graded(self.assignment, self.options, SubmissionStatus.ERROR, message,
+                            Submission(str(job.root), job.commit, job.commit_time, job.dirty))
+        self.finished.put((job, dataclasses.replace(result, retries=list(retries))))
+
+
+class RunSlot:
+    """One run slot of a ClassRun: a process of its own that sees `device`, running one submission at a time.
+
+    It holds back the runs to do again with its device to itself (`later`): a crash beside a
+    neighbour, to confirm; a stage the machine failed, to retry. Not at once: waiting for the GPU
+    to empty would hold every slot of it idle (behind a neighbour's time-out, a minute), so they
+    wait until nothing is ready to run, or until there are too many.
+    """
+
+    def __init__(self, run: ClassRun, device: str | None) -> None:
+        self.run = run
+        self.device = device
+        self.gate = run.gates[device]
+        self.pool: ProcessPoolExecutor | None = None  # this slot's own; a broken one is replaced, never shared
+        self.later: list[Confirm | Again] = []
+
+    def serve(self) -> None:
+        """Take built jobs until told to stop (None), running the held-back ones whenever nothing is ready."""
+        try:
+            while True:
+                try:
+                    item = self.run.ready.get(timeout=IDLE_S if self.later else None)
+                except queue.Empty:  # nothing ready to run: the GPU is free enough to run alone
+                    self.run_alone()
+                    continue
+                if item is None:
+                    break
+                try:
+                    self.take(*item)
+                    if len(self.later) >= UNCONFIRMED_LIMIT:  # each holds its outputs on disk
+                        self.run_alone()
+                except Exception as error:  # never lose a job, nor this slot: the next one still runs
+                    self.run.error(item[0], Failed.of("run", error).message)
+        finally:
+            for entry in self.later:  # the batch stopped before they could be run again
+                shutil.rmtree(entry.outputs, ignore_errors=True)
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def take(self, job: Job, built: Built | Failed) -> None:
+        if self.run.gold_failed is not None:
+            self.run.error(job, self.run.gold_failed)
+            return
+        outputs = Path(tempfile.mkdtemp(prefix="kg-outputs-"))
+        if isinstance(built, Failed):  # a build the machine failed
+            self.later.append(Again(job, None, built, outputs))
+            return
+        with self.gate.hold() as held:
+            ran = self.execute(job, built, outputs)
+        if isinstance(ran, Failed) and ran.fault is not None:
+            self.later.append(Again(job, built, ran, outputs))  # not the student's: run again alone
+        elif self.run.on_gpu and held.shared and isinstance(ran, Ran) and (crashed := crashed_kernels(ran)):
+            # The neighbour may have caused them (the GPU's memory is shared): their runs alone count.
+            self.later.append(Confirm(job, built, ran, crashed, outputs))
+        else:
+            self.done(job, ran, outputs)
+
+    def execute(self, job: Job, built: Built, outputs: Path, alone: bool = False) -> Ran | Failed:
+        run = self.run
+        # Alone, its kernels also run one at a time: a kernel that takes the whole GPU (all its memory) then
+        # hurts no kernel of its own submission either, and the run says whose fault it is.
+        options = dataclasses.replace(run.options, harnesses=1) if alone else run.options
+        with run.executor._on_slot(job.student, kernels_budget(run.assignment, built.kernels)):
+            try:
+                self.pool = self.pool or _run_pool(self.device)
+                # Shared with the other slots; a timing job (`grader time`) holds it alone.
+                with gpu_lock(exclusive=False, gpu=self.device) if self.device is not None else contextlib.nullcontext():
+                    return self.pool.submit(execute_stage, built, run.assignment, options, outputs).result()
+            except Exception as error:
+                failed = Failed.of("run", error)
+                if failed.fault is not None and self.pool is not None:  # its process may be gone or half started
+                    self.pool.shutdown(wait=False, cancel_futures=True)
+                    self.pool = None
+                return failed
+
+    def done(self, job: Job, ran: Ran | Failed, outputs: Path, retries: tuple[Retry, ...] = ()) -> None:
+        if isinstance(ran, Failed):
+            shutil.rmtree(outputs, ignore_errors=True)
+            self.run.error(job, ran.message, retries)
+        else:  # compare and score on the CPU: this slot's GPU takes the next submission now
+            self.run.scorers.submit(self.run.score, job, ran, outputs, self.gate, retries)
+
+    def run_alone(self) -> None:
+        """Run the held-back runs again, each with the slot's device to itself."""
+        while self.later:
+            item = self.later.pop(0)
+            with self.gate.hold(alone=True):
+                if isinstance(item, Confirm):
+                    again = self.execute(item.job, kernels_again(item.built, item.first, item.crashed), item.outputs,
+                                     alone=True)
+                    self.done(item.job, with_kernels_again(item.first, again, item.crashed)
+                              if isinstance(again, Ran) else again.alone(), item.outputs)
+                    continue
+                retries = (item.failed.retry(),)
+                built = item.built
+                if built is None:  # its build failed for the machine's reasons: built again, alone
+                    try:
+                        built = build_stage(item.job.checkout, self.run.assignment, self.run.build_options)
+                    except Exception as error:
+                        self.done(item.job, Failed.of("build", error).alone(item.failed), item.outputs, retries)
+                        continue
+                _empty(item.outputs)  # what the failed attempt left
+                ran = self.execute(item.job, built, item.outputs, alone=True)
+                self.done(item.job, ran.alone(item.failed) if isinstance(ran, Failed) else ran, item.outputs,
+                          retries)
 
 
 class Workers:
@@ -385,57 +417,6 @@ class Again:
     built: Built | None
     failed: Failed
     outputs: Path
-
-
-@dataclasses.dataclass
-class Turn:
-    """One submission's run on a device: whether another submission ran on it at any time during it."""
-
-    beside_another: bool = False
-
-
-class SharedDevice:
-    """The run slots of one GPU (or of the CPU, for C++ packs): each runs beside the others (`shared`), or
-    with the device to itself (`alone`).
-
-    A slot waiting to run alone goes first: new shared runs wait until it has run.
-    """
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._running: list[Turn] = []
-        self._alone = False
-        self._waiting_alone = 0
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[Turn]:
-        turn = Turn()
-        with self._changed:
-            self._changed.wait_for(lambda: not self._alone and not self._waiting_alone)
-            self._running.append(turn)
-            if len(self._running) > 1:
-                for running in self._running:
-                    running.beside_another = True
-        try:
-            yield turn
-        finally:
-            with self._changed:
-                self._running.remove(turn)
-                self._changed.notify_all()
-
-    @contextlib.contextmanager
-    def alone(self) -> Iterator[Turn]:
-        with self._changed:
-            self._waiting_alone += 1
-            self._changed.wait_for(lambda: not self._alone and not self._running)
-            self._waiting_alone -= 1
-            self._alone = True
-        try:
-            yield Turn()
-        finally:
-            with self._changed:
-                self._alone = False
-                self._changed.notify_all()
 
 
 def crashed_kernels(ran: Ran) -> set[str]:
@@ -576,8 +557,3 @@ def _empty(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
 
-
-def _error(assignment: Assignment, options: Options, job: Job, message: str, retries: tuple[Retry, ...] = ()) -> Result:
-    result = not_graded(assignment, options, SubmissionStatus.ERROR, message,
-                        Submission(str(job.root), job.commit, job.commit_time, job.dirty))
-    return dataclasses.replace(result, retries=list(retries))

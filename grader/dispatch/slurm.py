@@ -23,7 +23,8 @@ import jinja2
 from grader.dispatch import Job, OnResult
 from grader.dispatch.slurm_task import TASK_FILE, write_task_file
 from grader.errors import GraderError
-from grader.pipeline import Options, not_graded
+from grader.options import Options
+from grader.pipeline import not_graded
 from grader.results import Result, Submission
 from grader.spec import Assignment
 from grader.status import SubmissionStatus

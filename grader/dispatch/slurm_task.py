@@ -26,7 +26,8 @@ from grader.cache import publish_file
 from grader.cases import SECRET_ENV, read_secret
 from grader.dispatch import Job
 from grader.errors import GraderError
-from grader.pipeline import Options, grade
+from grader.options import Options
+from grader.pipeline import grade
 from grader.spec import Assignment, load_assignment
 
 TASK_FILE = "task.json"

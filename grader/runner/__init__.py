@@ -7,7 +7,7 @@ case, so one broken kernel never costs the others their points.
 
     plan.py     the calls, spelt as the harness's plan (`grader.protocol`)
     limits.py   the limits policy: time budgets, sandbox limits, device memory a call may keep
-    slots.py    how many harnesses run at once, and running one alone to confirm a GPU failure
+    slots.py    how many harnesses run at once (`grader.gate` lets them in, and runs one alone to confirm a GPU failure)
     watch.py    the watchdog: one harness started in the sandbox and watched until it ends
     events.py   the event state machine: a harness's progress events turned into call outcomes
 """
@@ -25,22 +25,23 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import MachineError
+from grader.gate import Gate
 from grader.protocol import Event, Ready, kind_of, message_of
 from grader.runner.events import CallOutcome, record, skip_rest
 from grader.runner.limits import Budget, limits_for, submission_budget, submission_time_limit
 from grader.runner.plan import Call, plan_for
-from grader.runner.slots import Slots, harnesses_for
+from grader.runner.slots import harnesses_for
 from grader.runner.watch import BUDGET_SPENT, LOG_TAIL, CaseWatcher, HarnessExit, Session
 from grader.sandbox import Limits, Sandbox
 from grader.spec import Assignment, Kernel
 from grader.status import CallStatus
 from grader.targets import Target, target_of
 
-__all__ = ["Call", "CallOutcome", "CaseWatcher", "FollowUp", "RunReport", "Slots", "harnesses_for", "limits_for",
+__all__ = ["Call", "CallOutcome", "CaseWatcher", "FollowUp", "RunReport", "harnesses_for", "limits_for",
            "run_calls", "submission_budget", "submission_time_limit"]
 
 # A harness run chained after a kernel's own (the sanitizer's): given the run's slots, it returns its result.
-FollowUp = Callable[[Slots], Any]
+FollowUp = Callable[[Gate], Any]
 # Given a kernel and how its calls ended, the follow-ups to run for it (none: nothing more).
 Then = Callable[[Kernel, list[CallOutcome]], Sequence[FollowUp]]
 
@@ -79,22 +80,21 @@ class _Run:
     sanitizer: bool
     budget: float  # the submission's seconds
     deadline: float  # time.monotonic() when they are spent
-    slots: Slots
+    slots: Gate
     abandoned: threading.Event  # a kernel hit the machine's problem: the others start no new harness
     on_case: CaseWatcher | None = None  # told as each call starts and ends (a live line)
 
 
-def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limits: Limits | None = None,
-              time_limit_s: float | None = None, wrapper: tuple[str, ...] = (), sanitizer: bool = False,
-              parallel: int = 1, then: Then | None = None, slots: Slots | None = None,
-              on_case: CaseWatcher | None = None) -> RunReport:
+def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_limit_s: float | None = None,
+              wrapper: tuple[str, ...] = (), sanitizer: bool = False, parallel: int = 1, then: Then | None = None,
+              slots: Gate | None = None, on_case: CaseWatcher | None = None) -> RunReport:
     """Run every call, each kernel in harnesses of its own, up to `parallel` harnesses at once.
 
     A kernel's harness sees only that kernel's library and inputs and one writable folder of its
     own: one kernel's code cannot touch another's outputs. Within a kernel the cases run in order;
     a case that crashes or times out costs that case, and the kernel's next case runs in a fresh
     harness while the kernel's time budget lasts. A GPU case that failed beside other harnesses
-    is run again alone before it counts (`grader.runner.slots`).
+    is run again alone before it counts (`grader.gate`).
 
     `time_limit_s` bounds the whole run, follow-ups included (default: the spec's, else
     `submission_time_limit`); `wrapper` prefixes the harness's command, and `sanitizer` says that
@@ -103,13 +103,14 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, limit
     harnesses do, after those still waiting, and their results are `RunReport.after`. `slots`:
     those of an enclosing run, whose follow-up this run is (it then runs here, in its caller's slot).
     `on_case` is told as each call starts and ends in its harness (from the harnesses' threads).
+    Every harness is held to the spec's sandbox limits (`limits_for`).
     """
     started = time.perf_counter()
     budget = time_limit_s or submission_budget(assignment, calls)
     groups = _by_kernel(calls)
     own = slots is None
-    slots = slots or Slots(parallel)
-    run = _Run(assignment, sandbox, limits or limits_for(assignment), target_of(assignment), wrapper, sanitizer,
+    slots = slots or Gate(parallel)
+    run = _Run(assignment, sandbox, limits_for(assignment), target_of(assignment), wrapper, sanitizer,
                budget, time.monotonic() + budget, slots, threading.Event(), on_case)
     if not own or slots.size == 1:
         parts = [_run_kernel(run, [calls[i] for i in group]) for group in groups]
@@ -227,20 +228,18 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
         while next_index < len(calls) and not run.abandoned.is_set():
             now = time.monotonic()
             if now >= run.deadline:
-                skip_rest(next_index, calls, outcomes,
-                          f"not run: the submission's time limit ({run.budget:g} s) was reached")
+                skip_rest(next_index, calls, outcomes, Budget("submission", run.budget).not_run)
                 break
             if kernel_deadline is None:
                 kernel_deadline = now + kernel.budget_s
             if now >= kernel_deadline:  # spent by earlier cases' harnesses
-                skip_rest(next_index, calls, outcomes,
-                          f"not run: the kernel's time budget ({kernel.budget_s:g} s) was spent")
+                skip_rest(next_index, calls, outcomes, Budget("kernel", kernel.budget_s).not_run)
                 break
             report.harness_starts += 1
             _emptied(outbox)
             session = Session(workdir, outbox, report.harness_starts, run.on_case)
             stop = next_index + 1 if alone else len(calls)  # alone for the one case only: it holds the card
-            with run.slots.harness(alone) as held:
+            with run.slots.hold(alone) as held:
                 kernel_deadline += held.waited  # waiting for a slot is not the kernel's time
                 launched_at = time.time()
                 ended = session.run(plan_file, next_index, stop, calls, run.sandbox, run.limits, run.target,

@@ -117,16 +117,14 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
     reached = f" (it had {ended.limit_message})" if ended.limit else ""
     if spent is not None and spent.scope == "submission":
         outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
-                                       f"the submission's time limit ({spent.seconds:g} s) was reached during this "
-                                       f"case; stopped{reached}", limit=limit)
+                                       f"{spent.words} was reached during this case; stopped{reached}", limit=limit)
         skip_rest(failed + 1, calls, outcomes, "not run: the submission's time limit was reached")
         return len(calls)
     if spent is not None:
         outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
                                        f"the kernel's time budget ({spent.seconds:g} s for all its cases) ran out "
                                        f"during this case; stopped{reached}", limit=limit)
-        return skip_rest_of_kernel(failed, calls, outcomes,
-                                   f"not run: the kernel's time budget ({spent.seconds:g} s) was spent")
+        return skip_rest_of_kernel(failed, calls, outcomes, spent.not_run)
     if timed_out_index is not None:
         outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
                                        f"did not finish within {call.kernel.time_limit_s:g} s; stopped{reached}",

@@ -4,11 +4,12 @@ much device memory a call may keep."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from grader.sandbox import Limits
-from grader.spec import Assignment
+from grader.spec import Assignment, Kernel
 
 if TYPE_CHECKING:
     from grader.runner.plan import Call
@@ -26,15 +27,35 @@ class Budget:
     scope: Literal["kernel", "submission"]
     seconds: float
 
+    @property
+    def words(self) -> str:
+        """It in words, with its seconds: "the submission's time limit (70 s)", "the kernel's time budget (20 s)"."""
+        if self.scope == "submission":
+            return f"the submission's time limit ({self.seconds:g} s)"
+        return f"the kernel's time budget ({self.seconds:g} s)"
 
-def submission_time_limit(calls: list[Call]) -> float:
+    @property
+    def not_run(self) -> str:
+        """Why a call it left no time for was not run: "not run: the kernel's time budget (20 s) was spent"."""
+        return f"not run: {self.words} was {'reached' if self.scope == 'submission' else 'spent'}"
+
+
+def submission_time_limit(kernels: Iterable[Kernel]) -> float:
     """No submission needs longer than the sum of its kernels' budgets (and a little for the grader itself)."""
-    return sum({c.kernel.name: c.kernel.budget_s for c in calls}.values()) + SUBMISSION_SLACK_S
+    return sum({k.name: k.budget_s for k in kernels}.values()) + SUBMISSION_SLACK_S
+
+
+def kernels_budget(assignment: Assignment, kernels: Iterable[Kernel]) -> float:
+    """Seconds for a submission's whole run stage of `kernels`, sanitizer included: the spec's, else their budgets.
+
+    The one rule: the runner's deadline (`submission_budget`) and what a batch says of a run's time limit.
+    """
+    return assignment.submission_time_limit_s or submission_time_limit(kernels)
 
 
 def submission_budget(assignment: Assignment, calls: list[Call]) -> float:
-    """Seconds for a submission's whole run stage, sanitizer included: the spec's, else the kernels' budgets."""
-    return assignment.submission_time_limit_s or submission_time_limit(calls)
+    """Seconds for the run stage of `calls`: `kernels_budget` of their kernels."""
+    return kernels_budget(assignment, (c.kernel for c in calls))
 
 
 def limits_for(assignment: Assignment) -> Limits:

@@ -69,6 +69,17 @@ class LimitHit:
     kind: LimitKind | None  # None: no limit of the code's, the grader's own fault (its watchdog failed)
     words: str
 
+    # Each limit in words once, whichever backend or watchdog found it reached.
+    @classmethod
+    def memory(cls, limit_bytes: int | None) -> LimitHit:
+        """The memory limit reached: "exceeded the memory limit (1 GiB)"."""
+        return cls("memory", f"exceeded the memory limit ({size_in_words(limit_bytes or 0)})")
+
+    @classmethod
+    def processes(cls, limit: int | None) -> LimitHit:
+        """The process/thread limit reached: "reached the process/thread limit (64)"."""
+        return cls("processes", f"reached the process/thread limit ({limit})")
+
 
 class Process(Protocol):
     applied: tuple[str, ...]  # the limits its start really applied, with their values

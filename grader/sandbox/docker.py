@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from grader.errors import GraderError
-from grader.sandbox import HARNESS_PACKAGE, NOBODY, LimitHit, Limits, Mounts, in_mib, size_in_words
+from grader.sandbox import HARNESS_PACKAGE, NOBODY, LimitHit, Limits, Mounts, in_mib
 from grader.sandbox.cgroups import pids_cgroup_of
 from grader.sandbox.host import give_to, make_readable, rlimit_words, watch_for
 from grader.sandbox.streams import CappedLog, drain_chunks
@@ -100,7 +100,7 @@ class DockerProcess(WatchedProcess):
 
     def _bound_hit(self) -> LimitHit | None:
         if self._state.get("OOMKilled"):
-            return LimitHit("memory", f"exceeded the memory limit ({size_in_words(self._limits.memory_bytes or 0)})")
+            return LimitHit.memory(self._limits.memory_bytes)
         return None
 
     def kill(self) -> None:

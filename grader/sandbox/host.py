@@ -201,10 +201,10 @@ class HostProcess(WatchedProcess):
         if self._cgroup is None:
             return None
         if self._cgroup.memory_exhausted():
-            return LimitHit("memory", f"exceeded the memory limit ({size_in_words(self._cgroup.limits.memory_bytes or 0)})")
+            return LimitHit.memory(self._cgroup.limits.memory_bytes)
         if self._cgroup.processes_exhausted():
             # A fork or thread creation failed at pids.max: the code may go on (and spin until its time limit).
-            return LimitHit("processes", f"reached the process/thread limit ({self._cgroup.limits.processes})")
+            return LimitHit.processes(self._cgroup.limits.processes)
         return None
 
 

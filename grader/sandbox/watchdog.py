@@ -160,7 +160,7 @@ class Watchdog:
         if self.watch.tasks:
             tasks = self._tasks(table)
             if tasks > self.watch.tasks or (tasks >= self.watch.tasks and self._at_cap):
-                return LimitHit("processes", f"reached the process/thread limit ({self.watch.tasks})")
+                return LimitHit.processes(self.watch.tasks)
             self._at_cap = tasks >= self.watch.tasks
         self._scan_open_files()
         if self.watch.output_bytes and self._hidden_output > self.watch.output_bytes:
@@ -217,7 +217,7 @@ class Watchdog:
             charged += usage[0]
             peak = max(peak, usage[1])
         if peak > limit:  # one process's own peak: between two samples is not a way out
-            return LimitHit("memory", f"exceeded the memory limit ({size_in_words(limit)})")
+            return LimitHit.memory(limit)
         if charged <= limit:
             return None
         now = time.monotonic()
@@ -229,7 +229,7 @@ class Watchdog:
             charged = self._hidden_memory + sum(_proportional_memory(p) for p in self._pids)
             if charged <= limit:
                 return None
-        return LimitHit("memory", f"exceeded the memory limit ({size_in_words(limit)})")
+        return LimitHit.memory(limit)
 
     def _find_tmpfs(self) -> None:
         """The tmpfs mounts only the sandbox has (their devices are not in the grader's own mount table)."""

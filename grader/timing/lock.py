@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.device import cuda_visible_devices
 from grader.errors import GraderError
 
 LOCKS_ENV = "KERNEL_GRADER_LOCKS"  # the folder every grader process on this machine shares for its GPU locks
@@ -38,8 +39,7 @@ class Hold:
 
 def gpu_key() -> str:
     """This process's GPU as the lock names it: the first of $CUDA_VISIBLE_DEVICES (a dispatch slot sees one), else 0."""
-    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return visible[0] if visible else "0"
+    return (cuda_visible_devices() or ["0"])[0]
 
 
 def locks_folder() -> Path:

@@ -25,7 +25,8 @@ from grader.cases import Seed, prepare_inputs
 from grader.compare import compare
 from grader.errors import GraderError
 from grader.gold import gold_outputs
-from grader.pipeline import Options, build_stage
+from grader.options import Options
+from grader.pipeline import build_stage
 from grader.protocol import Ended, EndStatus, Event, Ready, kind_of, message_of, number
 from grader.runner import limits_for
 from grader.runner.plan import Call, plan_for
