@@ -31,8 +31,8 @@ def test_a_table_that_names_no_check_is_named_with_the_checks_there_are(tmp_path
     spec.write_text(spec.read_text() + "\n[decode]\nweight = 1\n")
     with pytest.raises(SpecError) as error:
         load_assignment(pack)
-    assert str(error.value) == (f"{spec}: unknown table [decode]; expected [assignment], [[kernels]], [[variants]] "
-                                "or a check's table ([forward])")
+    assert str(error.value) == (f"{spec}: unknown table [decode]; expected [assignment], [[kernels]], [[variants]], "
+                                "[timing] or a check's table ([forward])")
 
 
 def test_a_pack_based_on_another_inherits_its_checks_table_and_may_replace_it(tmp_path: Path) -> None:

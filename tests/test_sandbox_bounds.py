@@ -212,13 +212,12 @@ def test_docker_records_the_limits_it_passed(tmp_path: Path, docker_ready: None)
 
 def test_filling_the_private_tmp_fails_the_kernel(launcher: str, no_cgroups: None, flash: Assignment,
                                                   tmp_path: Path, cache_dir: Path) -> None:
-    """The private /tmp is a bounded tmpfs (RAM): full, it stops the run with a message; the host's /tmp stays."""
-    host_tmp = os.statvfs("/tmp")
+    """The private /tmp is a bounded tmpfs (RAM): full, it stops the run with a message; the host's /tmp stays.
+
+    Not the host's free space before and after: another test run on the machine writes there too."""
     attacked, seconds = grade_attack("attack-fill-private-tmp", flash, tmp_path, cache_dir)
     assert f"filled its private /tmp ({size_in_words(Limits().tmp_bytes)})" in attacked.message
     assert not Path("/tmp/kernel-grader-fill-attack").exists()
-    after = os.statvfs("/tmp")
-    assert (host_tmp.f_bavail - after.f_bavail) * after.f_frsize < 128 << 20
 
 
 def test_a_file_flood_in_a_private_tmpfs_is_stopped(launcher: str, no_cgroups: None, tmp_path: Path) -> None:

@@ -184,7 +184,8 @@ def _document(folder: Path, inheriting: tuple[Path, ...]) -> _Document:
 
 ASSIGNMENT_MODULES = ("inputs.py", "numpy_reference.py")
 NOT_INHERITED = ("name", "based_on")
-TABLES = ("assignment", "kernels", "variants")  # the spec's own; every other table is a check's (grader.checks)
+# The spec's own tables ([timing] is grader.timing.spec's); every other table is a check's (grader.checks).
+TABLES = ("assignment", "kernels", "variants", "timing")
 
 
 def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[Any, str]]:
@@ -194,8 +195,8 @@ def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[
         if key in TABLES:
             continue
         if key not in CHECK_NAMES:
-            raise SpecError(f"{spec_file}: unknown table [{key}]; expected [assignment], [[kernels]], [[variants]] "
-                            f"or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
+            raise SpecError(f"{spec_file}: unknown table [{key}]; expected [assignment], [[kernels]], [[variants]], "
+                            f"[timing] or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
         checks[key] = (table, f"{spec_file} [{key}]")
     return checks
 
