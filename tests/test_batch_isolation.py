@@ -203,7 +203,10 @@ def test_a_run_the_machine_failed_beside_others_is_graded_again_alone_and_the_re
     assert [(r.stage, r.fault, r.alone) for r in victim.retries] == [("run", fault, True)]
     assert str(raised()).split(":")[0] in victim.retries[0].detail
     assert results["neighbour"].score == 3 and results["neighbour"].retries == []
-    assert runs.count(("victim", [])) == 1 and [r for r in runs if r[0] == "victim"][-1] == ("victim", [])
+    # Run twice, the second time with nothing beside it (the first met the neighbour at the barrier, though
+    # either may have come in first: what was beside it as it came in is not the test).
+    victim_runs = [beside for name, beside in runs if name == "victim"]
+    assert len(victim_runs) == 2 and victim_runs[-1] == []
     assert Result.from_json(victim.to_json()).retries == victim.retries  # stored and loaded back
 
 
