@@ -35,6 +35,8 @@ def checkout_folder(path: Path | Checkout) -> Checkout:
         raise SubmissionError(f"submission {named}: is a file; expected the repository's folder")
     if isinstance(path, Checkout):
         return path
+    if not (root / ".git").exists():  # a plain folder (an upload, a composed sample): no git to ask
+        return Checkout(root)
     import git  # GitPython; imported here so that plain folders never need git at all
 
     try:

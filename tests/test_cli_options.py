@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.batch.roster import POSITIONAL
-from grader.cli import COMMANDS, main
+from grader.cli import command_modules, main
 from grader.spec import PROJECT_ROOT
 
 from test_store import result as small_result
@@ -20,7 +20,7 @@ from test_store import result as small_result
 def command_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grader")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
+    for command in command_modules():
         command.add_parser(commands)
     return parser
 

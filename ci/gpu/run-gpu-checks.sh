@@ -2,7 +2,7 @@
 # On a GPU runner, from the repository root: everything that needs the GPU, each part time-boxed so
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
 #   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor class overhead batch
-#                                               batch-no-timeouts margins latency demo isolation
+#                                               batch-no-timeouts margins latency demo isolation check-profile
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -44,6 +44,8 @@ for part in $parts; do
     # Issue 13: kernels' harnesses at once, the sanitizer cache, the arch probe kept across processes.
     speed) run gpu-speed-tests 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_speed.py \
       tests/test_cuda_arch_probe.py ;;
+    # Issue 25: where `grader check`'s time goes, each harness alone under cProfile.
+    check-profile) run check-profile 200 python3 benchmarks/check_profile.py --repeat 3 ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
     # Where a harness's time goes, per backend: the per-kernel interpreter start and GPU initialisation.

@@ -5,17 +5,21 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from grader.report.evidence import EVIDENCE_WORDS, variant_evidence
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import CaseResult, KernelResult, Result, VariantResult
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
+if TYPE_CHECKING:
+    import jinja2
+
 
 @functools.cache
 def environment(autoescape: bool) -> jinja2.Environment:
+    import jinja2  # here: the terminal report of `grader check` needs no template engine
+
     env = jinja2.Environment(loader=jinja2.PackageLoader("grader.report", "templates"), autoescape=autoescape,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
