@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from grader.results import FunctionFacts, LibraryFacts
+from grader.results import FunctionFacts, FunctionTechniques, LibraryFacts, LibraryTechniques
 from grader.targets.cuda import TARGET as CUDA
 
 T = TypeVar("T")
@@ -64,7 +64,7 @@ _TOOL_MESSAGE = re.compile(r"^\S+ (?:fatal|error|info|warning)\s*: ", re.I)
 
 
 @dataclass(frozen=True)
-class FunctionEvidence:
+class FunctionEvidence(FunctionTechniques):
     """One CUDA function of a library, for one arch: what its code and its resources show."""
 
     name: str  # as in the binary (mangled)
@@ -84,15 +84,6 @@ class FunctionEvidence:
     warp_shuffles: int = 0
 
     @property
-    def uses_tensor_cores(self) -> bool:
-        return self.tensor_core_instructions > 0
-
-    @property
-    def uses_shared_memory(self) -> bool:
-        """Static shared memory, or shared-memory instructions (dynamic shared memory has no size in the binary)."""
-        return self.shared_bytes > 0 or self.shared_instructions > 0
-
-    @property
     def shared_instructions(self) -> int:
         return self.shared_loads + self.shared_stores + self.shared_atomics + self.shared_async_copies
 
@@ -103,7 +94,7 @@ class FunctionEvidence:
 
 
 @dataclass(frozen=True)
-class LibraryEvidence:
+class LibraryEvidence(LibraryTechniques):
     """What one built library shows: its CUDA functions and its calls into cuBLAS."""
 
     library: str
@@ -112,22 +103,6 @@ class LibraryEvidence:
     sass_read: bool = False  # its SASS was read: "no tensor-core instruction" is then a finding, not a gap
     note: str = ""  # why some or all of the evidence is missing, in words
     readable: bool = True  # a file with an ELF header: its symbols could be read (no cuBLAS is then a finding)
-
-    @property
-    def uses_tensor_cores(self) -> bool:
-        return any(f.uses_tensor_cores for f in self.functions)
-
-    @property
-    def calls_cublas(self) -> bool:
-        return bool(self.cublas_symbols)
-
-    @property
-    def uses_shared_memory(self) -> bool:
-        return any(f.uses_shared_memory for f in self.functions)
-
-    @property
-    def uses_warp_shuffles(self) -> bool:
-        return any(f.warp_shuffles for f in self.functions)
 
     def shows(self, kind: str) -> bool | None:
         """Whether it shows the technique `kind` (a spec's evidence name); None where that could not be read."""

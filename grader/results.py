@@ -10,6 +10,7 @@ import enum
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,8 +108,55 @@ class KernelResult:
         return sum(c.passed for c in self.cases)
 
 
+# Each kind of evidence a spec may ask for (grader.spec.model.EVIDENCE), in words: "no tensor-core instruction".
+EVIDENCE_WORDS = {"tensor_cores": "tensor-core instruction", "shared_memory": "shared-memory use",
+                  "cublas": "call into cuBLAS"}
+
+
+class FunctionTechniques:
+    """What a function's figures say of the techniques: shared by the build's reading (grader.evidence) and the
+    facts a result keeps of it (`FunctionFacts`)."""
+
+    tensor_core_instructions: int
+    shared_bytes: int
+    shared_instructions: int
+    warp_shuffles: int
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        return self.tensor_core_instructions > 0
+
+    @property
+    def uses_shared_memory(self) -> bool:
+        """Static shared memory, or shared-memory instructions (dynamic shared memory has no size in the binary)."""
+        return self.shared_bytes > 0 or self.shared_instructions > 0
+
+
+class LibraryTechniques:
+    """What a library's functions and symbols say of the techniques: shared like `FunctionTechniques`."""
+
+    functions: Sequence[FunctionTechniques]
+    cublas_symbols: Sequence[str]
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        return any(f.uses_tensor_cores for f in self.functions)
+
+    @property
+    def calls_cublas(self) -> bool:
+        return bool(self.cublas_symbols)
+
+    @property
+    def uses_shared_memory(self) -> bool:
+        return any(f.uses_shared_memory for f in self.functions)
+
+    @property
+    def uses_warp_shuffles(self) -> bool:
+        return any(f.warp_shuffles for f in self.functions)
+
+
 @dataclass(frozen=True)
-class FunctionFacts:
+class FunctionFacts(FunctionTechniques):
     """One CUDA function of a built library, for one arch, as the evidence reports show it (grader.evidence)."""
 
     name: str  # without return type and parameters: "ns::tile<64>"
@@ -122,18 +170,9 @@ class FunctionFacts:
     shared_instructions: int = 0  # shared-memory loads, stores, atomics and async copies
     warp_shuffles: int = 0
 
-    @property
-    def uses_tensor_cores(self) -> bool:
-        return self.tensor_core_instructions > 0
-
-    @property
-    def uses_shared_memory(self) -> bool:
-        """Static shared memory, or shared-memory instructions (dynamic shared memory has no size in the binary)."""
-        return self.shared_bytes > 0 or self.shared_instructions > 0
-
 
 @dataclass(frozen=True)
-class LibraryFacts:
+class LibraryFacts(LibraryTechniques):
     """What one kernel's built library shows of an optimization technique (grader.evidence reads it)."""
 
     functions: list[FunctionFacts] = field(default_factory=list)
@@ -141,18 +180,6 @@ class LibraryFacts:
     sass_read: bool = False  # its SASS was read: "no tensor-core instruction" is then a finding, not a gap
     readable: bool = True  # its symbols could be read: no cuBLAS is then a finding
     note: str = ""  # why some or all of the evidence is missing, in words
-
-    @property
-    def uses_tensor_cores(self) -> bool:
-        return any(f.uses_tensor_cores for f in self.functions)
-
-    @property
-    def calls_cublas(self) -> bool:
-        return bool(self.cublas_symbols)
-
-    @property
-    def uses_warp_shuffles(self) -> bool:
-        return any(f.warp_shuffles for f in self.functions)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LibraryFacts:

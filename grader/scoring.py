@@ -12,8 +12,7 @@ import dataclasses
 
 from grader.build import Artifact
 from grader.compare import Verdict
-from grader.report.evidence import EVIDENCE_WORDS
-from grader.results import CaseResult, Deduction, KernelResult, Mismatch, VariantResult
+from grader.results import EVIDENCE_WORDS, CaseResult, Deduction, KernelResult, Mismatch, VariantResult
 from grader.runner import CallOutcome
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
 from grader.sources import VariantSources

@@ -14,9 +14,7 @@ from grader.results import FunctionFacts, LibraryFacts, VariantResult
 NAME_LIMIT = 60  # characters of a function's name in a sentence (templated names run to hundreds)
 FUNCTIONS_NAMED = 3  # per kernel in a sentence; the rest are counted
 
-# Each kind of evidence a spec may ask for: in words ("no tensor-core instruction"), and its report sentences.
-EVIDENCE_WORDS = {"tensor_cores": "tensor-core instruction", "shared_memory": "shared-memory use",
-                  "cublas": "call into cuBLAS"}
+# Each kind of evidence a spec may ask for (its words: grader.results.EVIDENCE_WORDS): its report sentences.
 SENTENCES_OF = {"tensor_cores": ("tensor_cores",), "shared_memory": ("shared_memory", "registers"),
                 "cublas": ("cublas",)}
 

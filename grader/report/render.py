@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from grader.report.evidence import EVIDENCE_WORDS, variant_evidence
+from grader.report.evidence import variant_evidence
 from grader.report.hints import case_hints, kernel_hints
-from grader.results import CaseResult, KernelResult, Result, VariantResult
+from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Result, VariantResult
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 if TYPE_CHECKING:
