@@ -108,7 +108,7 @@ class CudaDevice(SharedLibraryDevice):
         self.allocations: list[Allocation] = []  # freed by release(), after the outputs are read back
         self.digest_kernel = self._load_digest(device_code) if device_code else None
         # The digest's one accumulator, for the harness's life: an allocation and a free around each digest cost
-        # a layer-by-layer forward pass (1,300 digests) half a second.
+        # a composed call that digests around each of its 123 steps (1,300 digests) half a second.
         self.digest_total = self._allocate_kept(1, np.dtype(np.uint64)) if self.digest_kernel else None
         # What the device holds before any student code ran (this context and the accumulator included).
         self.baseline_used = self._used_bytes()
