@@ -4,7 +4,9 @@
 
 1. `grader check` (the CLI, in a subprocess): one untimed run that warms the caches, then N timed
    runs, each with the stages its result reports.
-2. The calls that `check` runs (its public cases, and the checks' composed calls), each kernel's
+2. One more `grader check` under cProfile: where the CLI's own process spends its time (imports,
+   stages, the report), by cumulative time.
+3. The calls that `check` runs (its public cases, and the checks' composed calls), each kernel's
    harness started by hand, alone, outside any sandbox, under cProfile: its wall time from launch
    to exit, and the time of each of its calls (from the harness's own progress events). The slowest
    harness's profile is printed: the functions where its time went, by their own time and by
@@ -56,6 +58,25 @@ def time_check(submission: Path, assignment: str, cache: Path, repeat: int, work
             walls.append(wall)
     print(f"check median of {repeat}: {statistics.median(walls):.2f} s", flush=True)
     return walls
+
+
+def profile_cli(submission: Path, assignment: str, cache: Path, work: Path, top: int) -> None:
+    """One warm `grader check` under cProfile; its profile by cumulative time, and the flags that decide
+    whether its bytecode is read or compiled."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPOSITORY_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    profile = work / "cli.prof"
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "grader", "check", str(submission),
+                    "-a", assignment, "--cache-dir", str(cache)], env=env, capture_output=True, text=True)
+    print(f"\n== grader check under cProfile: {time.perf_counter() - started:.2f} s; "
+          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE')!r}, "
+          f"sys.dont_write_bytecode={sys.dont_write_bytecode}")
+    for order in ("cumulative", "tottime"):
+        text = io.StringIO()
+        pstats.Stats(str(profile), stream=text).sort_stats(order).print_stats(top)
+        print(f"-- by {order}")
+        print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[-6000:])
 
 
 def profile_harnesses(submission: Path, assignment_name: str, cache: Path, work: Path, top: int) -> None:
@@ -135,7 +156,7 @@ def main() -> None:
     parser.add_argument("--submission", type=Path, default=None,
                         help="a submission folder (default: the assignment's reference, composed)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of `grader check` (default 3)")
-    parser.add_argument("--top", type=int, default=25, help="functions listed per profile (default 25)")
+    parser.add_argument("--top", type=int, default=40, help="functions listed per profile (default 40)")
     arguments = parser.parse_args()
     sys.path.insert(0, str(REPOSITORY_ROOT))
     from grader.samples import compose
@@ -147,6 +168,7 @@ def main() -> None:
         submission = arguments.submission or compose(assignment, None, work / "submission")
         cache = work / "cache"
         time_check(submission, assignment.name, cache, arguments.repeat, work)
+        profile_cli(submission, assignment.name, cache, work, arguments.top)
         profile_harnesses(submission, assignment.name, cache, work, arguments.top)
 
 
