@@ -11,7 +11,7 @@
   no margins or poison, no compare. The inputs are made beforehand (they are files, as in the
   grader; the course's own test draws random ones in its process). On a GPU it runs twice: with
   CuPy's buffers (what a plain script would use) and with the driver's (the grader's harness's
-  way, grader.targets.cuda_device); the floor is the faster of the two, and both are reported.
+  way, grader.boundary.cuda_device); the floor is the faster of the two, and both are reported.
 - grader: `grader grade` (the CLI in a subprocess, every case, sanitizer on as `grade` has it), the
   same with `--no-sanitizer`, and `grader check` (public cases); each after one untimed run that
   warms the caches (builds, inputs, gold), then the median wall time of N runs, with the median of
@@ -48,7 +48,7 @@ def call_once(plan_file: Path) -> None:
     plan = json.loads(plan_file.read_text())
     if plan["device"] == "driver":
         sys.path.insert(0, str(REPOSITORY_ROOT))
-        from grader.targets.cuda_device import CudaDevice
+        from grader.boundary.cuda_device import CudaDevice
 
         device = CudaDevice()
 
@@ -147,8 +147,8 @@ def floor_compile(assignment, root: Path, work: Path) -> tuple[float, dict[str, 
 def floor_run(assignment, libraries: dict[str, Path], work: Path, buffers: str) -> tuple[float, dict]:
     """One plain process calling each kernel once on its smallest case, its buffers `buffers`' ("cupy",
     "driver" or "numpy"); (seconds from launch to exit, its report)."""
+    from grader.boundary.protocol import ScalarArgument
     from grader.cases import Seed, prepare_inputs
-    from grader.protocol import ScalarArgument
     from grader.runner.plan import Call, planned
     from grader.spec import allocation_of
 

@@ -115,7 +115,7 @@ class TreeSampler(threading.Thread):
         if any(names.get(a, "").startswith("compute-sanitiz") for a in ancestors):
             return "sanitizer"
         try:
-            if b"grader.harness" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"grader.boundary.harness" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return "harness"
         except OSError:
             pass
@@ -155,7 +155,7 @@ class TreeSampler(threading.Thread):
         running = False
         for pid in tree:
             try:
-                if b"grader.harness" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if b"grader.boundary.harness" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     running = True
                     break
             except OSError:

@@ -6,7 +6,7 @@ Nsight Compute's `gpu__time_duration.sum`, and the timer's run-to-run spread.
 1. Our timer: every kernel of the reference (base and variants) timed as `grader time` does, each in
    its sandboxed timing harness; the kernels whose median is >= 50 µs are timed `--repeats` times in
    all, and their spread is (max - min) / min of the medians (target: <= 2%).
-2. ncu: the same timing harness (grader.timing.harness, the very calls: L2 flush, spin kernel, the
+2. ncu: the same timing harness (grader.boundary.timing_harness, the very calls: L2 flush, spin kernel, the
    pool's rotation) run on those kernels under
    `ncu --metrics gpu__time_duration.sum --clock-control none --cache-control all`, in one process
    (this script's `--child`, outside the sandbox: the reference is our own code). Clocks are left as
@@ -36,14 +36,14 @@ from pathlib import Path
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
+from grader.boundary.timing_harness import Settings  # noqa: E402
+from grader.boundary.timing_statistics import StopRule  # noqa: E402
 from grader.options import Options, default_cache_dir  # noqa: E402
 from grader.pipeline import build_stage  # noqa: E402
 from grader.runner.plan import plan_for  # noqa: E402
 from grader.spec import load_assignment  # noqa: E402
-from grader.timing.harness import Settings  # noqa: E402
 from grader.timing.run import pool_inputs, time_submission, timing_calls  # noqa: E402
 from grader.timing.spec import load_timing  # noqa: E402
-from grader.timing.statistics import StopRule  # noqa: E402
 from grader.timing.table import clocks_summary, markdown, speedup_table  # noqa: E402
 
 LONG_US = 50.0  # kernels at least this long are compared (ncu and events differ by a launch's microseconds)
@@ -54,10 +54,11 @@ HARNESS_PREFIX = "kg_"  # the harness's own kernels (kg_spin, kg_digest)
 
 def child(manifest: Path) -> int:
     """Under ncu: the timing harness on each planned kernel in turn, in this one process."""
-    from grader.timing import harness
+    from grader.boundary import timing_harness
 
     for entry in json.loads(manifest.read_text()):
-        code = harness.main(["harness", entry["plan"], entry["progress"], "0", str(entry["calls"]), entry["settings"]])
+        code = timing_harness.main(["harness", entry["plan"], entry["progress"], "0", str(entry["calls"]),
+                                    entry["settings"]])
         if code != 0:
             print(f"timing harness failed on {entry['kernel']} (exit {code})", file=sys.stderr)
             return code

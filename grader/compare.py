@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from grader.protocol import POISON_BITS
+from grader.boundary.protocol import POISON_BITS
 from grader.spec import Tolerance
 
 BLOCK = 1 << 17  # elements: a block's float64 temporaries (1 MiB each) stay in a core's cache

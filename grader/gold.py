@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.boundary.protocol import never_written
 from grader.build import Artifact, build_submission
 from grader.cache import content_key, gold_root, is_complete, new_entry, publish_file, publish_folder, staging_path
-from grader.errors import GoldError, SpecError
 from grader.cases import load_inputs
-from grader.protocol import never_written
+from grader.errors import GoldError, SpecError
 from grader.runner import Call, run_calls
 from grader.sandbox import Sandbox
 from grader.spec import Assignment, Case, Kernel, shape_of

@@ -120,7 +120,7 @@ def orphaned_harnesses(own: set[str] | None = None) -> list[str]:
     the tests, whose harnesses come and go, is never counted.
     """
     orphans = []
-    for line in sandbox_processes("grader.harness"):
+    for line in sandbox_processes("grader.boundary.harness"):
         words = line.split()
         plan = next((w for w in words if w.endswith("plan.json")), None)
         if plan is None or Path(plan).exists():

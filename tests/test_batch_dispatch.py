@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-import grader.dispatch.local as local
 from grader.dispatch import Job, executor_named
+import grader.dispatch.local as local
 from grader.dispatch.local import SHARED_RUN, LocalExecutor, _run_pool
 from grader.dispatch.slurm import SlurmExecutor, time_limit_minutes
 from grader.gate import Gate
@@ -133,7 +133,7 @@ class HarnessWatch(threading.Thread):
                     continue
                 try:
                     stat = Path(f"/proc/{entry.name}/stat").read_text()
-                    if b"grader.harness" in Path(f"/proc/{entry.name}/cmdline").read_bytes():
+                    if b"grader.boundary.harness" in Path(f"/proc/{entry.name}/cmdline").read_bytes():
                         harnesses.append(int(entry.name))
                 except OSError:
                     continue

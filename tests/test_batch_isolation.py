@@ -21,10 +21,10 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-import grader.dispatch.local as local
 from grader.batch.grade_class import ClassBatch, Fetching, grade_class
 from grader.dispatch import Job
 from grader.dispatch.faults import machine_fault
+import grader.dispatch.local as local
 from grader.dispatch.local import LocalExecutor
 from grader.errors import MachineError
 from grader.options import Options
@@ -259,7 +259,7 @@ def _slot_processes() -> dict[int, list[int]]:
             continue
         try:
             stat = Path(f"/proc/{entry.name}/stat").read_text()
-            if b"grader.harness" in Path(f"/proc/{entry.name}/cmdline").read_bytes():
+            if b"grader.boundary.harness" in Path(f"/proc/{entry.name}/cmdline").read_bytes():
                 harnesses.append(int(entry.name))
         except OSError:
             continue

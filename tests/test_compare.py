@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from grader.boundary.protocol import POISON_BITS
 from grader.compare import compare
-from grader.protocol import POISON_BITS
 from grader.spec import Tolerance
 
 TOLERANCE = Tolerance(atol=1e-3, rtol=1e-2)

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import whole_array_compare
 
+from grader.boundary.protocol import POISON_BITS
 import grader.compare
 from grader.compare import compare
-from grader.protocol import POISON_BITS
 from grader.spec import Tolerance
 
 TOLERANCES = (Tolerance(atol=1e-3, rtol=1e-2), Tolerance(atol=1e-6, rtol=1e-6), Tolerance(atol=0.0, rtol=1e-4),

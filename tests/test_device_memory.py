@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.protocol import POISON_BITS
+from grader.boundary.protocol import POISON_BITS
 from grader.targets import target_named
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grader.boundary.protocol import Event, Plan, PlannedCall, Sealed, event_line, seal_of
 from grader.checks.forward.check import composition_of
 from grader.checks.forward.layout import (GRADED, activation_tensors, composition, parameter_tensors, regions,
                                           steps_of, total)
@@ -19,7 +20,6 @@ from grader.errors import SpecError
 from grader.options import Options
 from grader.pipeline import grade
 from grader.report.hints import kernel_hints
-from grader.protocol import Event, Plan, PlannedCall, Sealed, event_line, seal_of
 from grader.results import Result
 from grader.runner import CallOutcome
 from grader.spec import load_assignment
@@ -156,7 +156,7 @@ def test_a_forward_plan_survives_its_json() -> None:
     m1 = load_assignment("gpt2-m1")
     steps = steps_of(GPT2, {k.name: k for k in m1.kernels})
     plan = composition_of(GPT2, "layer-by-layer", steps[:3], {"matmul": "/x/matmul.so"}, Path("/in"))
-    document = Plan("cuda", "grader.targets.cuda_device", False, None,
+    document = Plan("cuda", "grader.boundary.cuda_device", False, None,
                     (PlannedCall("forward", "layer-by-layer", "/lib", "/in", "/out", (), plan),))
     assert Plan.from_json(document.to_json()) == document
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import grader.gold
+from grader.boundary.protocol import POISON_BITS
 from grader.cases import Seed, prepare_inputs
 from grader.errors import GoldError, SpecError
+import grader.gold
 from grader.gold import FACTS_FILE, gold_outputs
-from grader.protocol import POISON_BITS
 from grader.sandbox.local import LocalSandbox
 from grader.spec import Assignment, Tolerance, load_assignment
 

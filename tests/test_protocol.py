@@ -1,4 +1,4 @@
-"""The runner↔harness contract (`grader.protocol`): the plan survives its file, the harness reads the
+"""The runner↔harness contract (`grader.boundary.protocol`): the plan survives its file, the harness reads the
 sanitizer mode from it, and the runner's state machine holds the harness to the event grammar."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from grader.boundary.cpp_device import HostDevice
+from grader.boundary.harness import allocate
+from grader.boundary.protocol import (MARGIN_BYTES, BufferArgument, Ended, EndStatus, Event, Plan, ScalarArgument,
+                                      new_event, parse_event)
 from grader.build import build_submission
 from grader.cases import Seed, prepare_inputs
-from grader.harness import allocate
-from grader.protocol import (MARGIN_BYTES, BufferArgument, Ended, EndStatus, Event, Plan, ScalarArgument, new_event,
-                             parse_event)
 from grader.runner import Call, run_calls
 from grader.runner.events import record
 from grader.runner.plan import plan_for
@@ -21,7 +22,6 @@ from grader.runner.watch import HarnessExit
 from grader.sandbox import sandbox_named
 from grader.spec import Assignment, load_assignment
 from grader.status import CallStatus
-from grader.targets.cpp_device import HostDevice
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grader.boundary.timing_statistics import StopRule, geometric_mean, relative_standard_error, stop_reason, summarise
 from grader.cases import Seed, load_inputs, prepare_inputs
 from grader.errors import GraderError, SpecError
 from grader.spec import load_assignment
@@ -16,7 +17,6 @@ from grader.status import TimingStatus
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.run import pool_inputs
 from grader.timing.spec import load_timing, parse_timing
-from grader.timing.statistics import StopRule, geometric_mean, relative_standard_error, stop_reason, summarise
 from grader.timing.table import markdown, read_table, speedup_table
 from conftest import copy_assignment
 

@@ -10,19 +10,19 @@ from typing import Any
 
 import numpy as np
 
+from grader.boundary.cpp_device import HostDevice
+from grader.boundary.device import Completion
+from grader.boundary.harness import Progress
+from grader.boundary.protocol import BufferArgument
+from grader.boundary.timing_harness import KernelTimer, Phase, Settings
+from grader.boundary.timing_statistics import StopRule
 from grader.cases import Seed
-from grader.harness import Progress
 from grader.options import Options
-from grader.protocol import BufferArgument
 from grader.runner.plan import Call, plan_for
 from grader.spec import PROJECT_ROOT, Assignment
-from grader.targets import Completion
-from grader.targets.cpp_device import HostDevice
-from grader.timing.harness import KernelTimer, Phase, Settings
 from grader.status import TimingStatus
 from grader.timing.run import pool_inputs, time_submission
 from grader.timing.spec import parse_timing
-from grader.timing.statistics import StopRule
 
 from conftest import with_time_limit
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.protocol import never_written
+from grader.boundary.protocol import never_written
 from grader.spec import Tolerance
 
 

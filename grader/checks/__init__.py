@@ -3,7 +3,7 @@
 An assignment asks for a check with a table of the check's name in its assignment.toml; the core names none.
 A check's plug-in (`Check`) says how that table is parsed and validated (its `CheckSpec`), which of
 the assignment's kernels it composes, its inputs (prepared once, cached by content), the composed programs
-its harness runs (`grader.protocol.Composition`, one call per case), its gold, and how the calls'
+its harness runs (`grader.boundary.protocol.Composition`, one call per case), its gold, and how the calls'
 outcomes become case results. Its result is a kernel's, named after the check (a variant's copy:
 "req_0/" and the check's name), its weight beside the kernels'.
 
@@ -11,8 +11,8 @@ outcomes become case results. Its result is a kernel's, named after the check (a
     program.py    the harness's half of a composed call, whichever check's: the allocations and the libraries
                   on the device, the steps called, each output saved and sealed, stray writes named
     <name>/       a check's plug-in: a package, its `check` module holding it as `CHECK`; its harness half
-                  (the module a composition names as its `runner`) keeps to NumPy, `grader.protocol` and
-                  `program.py`, since the harness imports it
+                  (`Check.harness_module`, the module its compositions name as their `runner`) keeps to NumPy,
+                  `grader.boundary` and `program.py`, since the harness imports it (tests/test_boundary.py)
 
 This module stays light (the spec imports it, and the harness imports the plug-ins' harness halves).
 """
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from grader.protocol import Composition
+    from grader.boundary.protocol import Composition
     from grader.results import KernelResult
     from grader.runner import CallOutcome
     from grader.spec import Assignment, Kernel
@@ -73,6 +73,7 @@ class Check(Protocol):
     """A whole-program check: its table, its inputs, its calls, its gold, and its results."""
 
     name: str  # its table in assignment.toml, and its result's kernel
+    harness_module: str  # its harness half: the module its compositions name as their `runner`
 
     def load(self, table: Any, where: str, kernels: tuple[Kernel, ...]) -> CheckSpec:
         """Its table, parsed and validated against the assignment's base kernels; every error names `where` (the file

@@ -1,12 +1,12 @@
-"""The harness's half of a composed call (`grader.protocol.Composition`), whichever check's: the program's
-allocations and its kernels' libraries on the device, its steps called, each output saved and sealed,
+"""The harness's half of a composed call (`grader.boundary.protocol.Composition`), whichever check's: the
+program's allocations and its kernels' libraries on the device, its steps called, each output saved and sealed,
 and stray writes found beside a step's slices and named. The check's own harness half (the
 composition's `runner`) says which steps run, how often, and what is saved.
 
 A step's pointer arguments are slices of the allocations (a `Slice`: the allocation and an element
 offset, which the targets' calls add as they add a buffer's margin).
 
-NumPy, `grader.protocol` and `grader.targets`' interface only: the harness imports it.
+NumPy and `grader.boundary` only (its protocol, and the targets' `Device`): the harness imports it.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from grader.protocol import Composition, Event, Region, Sealed, SliceArgument, Step, seal_of
-from grader.targets import Completion
+from grader.boundary.device import Completion
+from grader.boundary.protocol import Composition, Event, Region, Sealed, SliceArgument, Step, seal_of
 
 if TYPE_CHECKING:
-    from grader.targets import Device
+    from grader.boundary.device import Device
 
 Emit = Callable[..., None]  # Progress.emit(kind, index, **fields)
 

@@ -5,7 +5,7 @@ writable folder); several kernels' harnesses may run at once (`parallel`). A cra
 error or a timeout fails the case in flight; a fresh harness then goes on with the kernel's next
 case, so one broken kernel never costs the others their points.
 
-    plan.py     the calls, spelt as the harness's plan (`grader.protocol`)
+    plan.py     the calls, spelt as the harness's plan (`grader.boundary.protocol`)
     limits.py   the limits policy: time budgets, sandbox limits, device memory a call may keep
     slots.py    how many harnesses run at once (`grader.gate` lets them in, and runs one alone to confirm a GPU failure)
     watch.py    the watchdog: one harness started in the sandbox and watched until it ends
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader.boundary.protocol import Event, Ready, kind_of, message_of
 from grader.errors import MachineError
 from grader.gate import Gate
-from grader.protocol import Event, Ready, kind_of, message_of
 from grader.runner.events import CallOutcome, record, skip_rest
 from grader.runner.limits import Budget, limits_for, submission_budget, submission_time_limit
 from grader.runner.plan import Call, plan_for

@@ -1,4 +1,4 @@
-"""The event state machine: one harness's progress events (`grader.protocol`) turned into call outcomes.
+"""The event state machine: one harness's progress events (`grader.boundary.protocol`) turned into call outcomes.
 
 The events must follow the protocol's grammar from the harness's first call to its last: anything
 else was written by the code under test, and voids its kernel. A harness that ends without
@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.protocol import Ended, EndStatus, Event, Sealed, index_of, kind_of
+from grader.boundary.protocol import Ended, EndStatus, Event, Sealed, index_of, kind_of
 from grader.runner.limits import Budget
 from grader.runner.plan import Call
 from grader.runner.watch import LOG_TAIL, HarnessExit

@@ -1,11 +1,11 @@
-"""The plan: the runner's calls, spelt as the harness reads them (`grader.protocol.Plan`)."""
+"""The plan: the runner's calls, spelt as the harness reads them (`grader.boundary.protocol.Plan`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.protocol import Argument, BufferArgument, Composition, Plan, PlannedCall, ScalarArgument
+from grader.boundary.protocol import Argument, BufferArgument, Composition, Plan, PlannedCall, ScalarArgument
 from grader.runner.limits import device_memory_limit
 from grader.spec import Assignment, Case, Kernel, allocation_of, shape_of
 from grader.targets import target_of

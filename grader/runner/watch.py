@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grader
-from grader.protocol import Event, Ready, index_of, kind_of, new_event, parse_event
+from grader.boundary.protocol import Event, Ready, index_of, kind_of, new_event, parse_event
 from grader.runner.plan import Call
 from grader.sandbox import LimitKind, Limits, Mounts, Process, Sandbox
 from grader.targets import Target
@@ -61,10 +61,10 @@ class Session:
         self.running: Call | None = None  # the call in flight, as its events say
 
     def run(self, plan_file: Path, start: int, stop: int, calls: list[Call], sandbox: Sandbox, limits: Limits,
-            target: Target, deadline: float, wrapper: tuple[str, ...] = (), module: str = "grader.harness",
+            target: Target, deadline: float, wrapper: tuple[str, ...] = (), module: str = "grader.boundary.harness",
             options: tuple[str, ...] = (), harness_env: dict[str, str] | None = None) -> HarnessExit:
-        """`module`: the harness's (the timing harness: "grader.timing.harness", with its `options` after the
-        plan's four arguments); `harness_env`: set for it (default: the target's, for correctness runs)."""
+        """`module`: the harness's (the timing harness: "grader.boundary.timing_harness", with its `options`
+        after the plan's four arguments); `harness_env`: set for it (default: the target's, for correctness runs)."""
         self.progress.touch()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": str(GRADER_ROOT),

@@ -8,8 +8,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
+from grader.boundary.protocol import SCALAR_DTYPES
 from grader.errors import SpecError
-from grader.protocol import SCALAR_DTYPES
 from grader.spec.assignments import load_assignment_function, load_assignment_module
 
 if TYPE_CHECKING:

@@ -3,32 +3,27 @@
 Nothing outside this package asks which target it has: the build, the runner, the sandbox and the
 reports ask the target instead. A target has two halves:
 
-- its build half (`Target`, imported by the grader): the toolchain, the generated shim, the compile
+- its build half (`Target`, here, imported by the grader): the toolchain, the generated shim, the compile
   command, the libraries it links, how forbidden things are found, and what its runs need;
-- its harness half (`Device`, imported by the harness process alone, which keeps to the standard
-  library and NumPy): where a kernel's buffers live and how the kernel is called.
+- its harness half (`grader.boundary.device.Device`, in the sandbox boundary, imported by the harness process
+  alone): where a kernel's buffers live and how the kernel is called.
 
-    cpp.py     cpp_device.py     C++ on the CPU: g++, NumPy buffers
-    cuda.py    cuda_device.py    CUDA: nvcc, buffers on the GPU (the CUDA driver by ctypes), cuBLAS, compute-sanitizer
-    compiled.py                  the C targets' shared build half: toolchain probe, forbidden symbols (nm)
-    shim.py                      the C targets' generated `kg_call` shim
-    c_abi.py                     the C targets' shared harness half: load the library, call kg_call by ctypes
-
-This module stays light (the harness imports it through its target's harness half).
+    cpp.py       C++ on the CPU: g++ (its harness half: grader.boundary.cpp_device, NumPy buffers)
+    cuda.py      CUDA: nvcc, cuBLAS, compute-sanitizer (its harness half: grader.boundary.cuda_device, buffers on
+                 the GPU through the CUDA driver by ctypes)
+    compiled.py  the C targets' shared build half: toolchain probe, forbidden symbols (nm)
+    shim.py      the C targets' generated `kg_call` shim (called by ctypes in the harness: grader.boundary.c_abi)
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import numpy as np
-
-    from grader.protocol import Argument
     from grader.spec import Assignment, Kernel
 
 # Target name (the spec's `target`) -> the module that holds it as `TARGET`.
@@ -100,62 +95,6 @@ class Target(Protocol):
 
     def device_code(self) -> str:
         """The harness's own device code (CUDA: PTX of its checksum kernel), handed over in the plan; "" if none."""
-        ...
-
-
-@dataclass(frozen=True)
-class Completion:
-    """What one call of a kernel returned: 0 or the target's error code, its times, and the error in words."""
-
-    status: int
-    wall_ms: float
-    device_ms: float | None  # None where the target has no device clock
-    error: str = ""
-
-
-class Device(Protocol):
-    """The harness half of a target: the device a harness runs on, its buffers, and calling a kernel."""
-
-    name: str  # what the result calls the device ("NVIDIA H200", "x86_64")
-
-    def free_bytes(self) -> int | None:
-        """Free device memory now (None: the target has no device of its own)."""
-        ...
-
-    def load(self, path: str) -> Any:
-        """Load a built library (the harness reports a crash in here as one while loading)."""
-        ...
-
-    def allocate(self, count: int, dtype: np.dtype) -> Any:
-        """A new allocation of `count` elements on the device (its contents undefined until filled)."""
-        ...
-
-    def fill(self, allocation: Any, start: int, count: int, bits: int) -> None:
-        """Elements start..start+count all set to the raw bit pattern `bits` (on the device: no host copy)."""
-        ...
-
-    def write(self, allocation: Any, start: int, data: np.ndarray) -> None:
-        """`data` copied into the allocation from element `start` on."""
-        ...
-
-    def read(self, allocation: Any, start: int, count: int) -> np.ndarray:
-        """Elements start..start+count, on the host."""
-        ...
-
-    def digest(self, allocation: Any, start: int, count: int) -> int:
-        """A checksum of elements start..start+count, computed where they are: any changed element changes it."""
-        ...
-
-    def call(self, library: Any, arguments: list[tuple[Argument, Any]]) -> Completion:
-        """Call the kernel: each planned argument with its buffer (None for a scalar or a NULL buffer)."""
-        ...
-
-    def release(self) -> None:
-        """Give back what the harness itself allocated for a call (pooled memory)."""
-        ...
-
-    def held_bytes(self) -> int | None:
-        """Device memory held beyond what the harness held at its start (None: not measured here)."""
         ...
 
 

@@ -34,7 +34,7 @@ class CppTarget(CompiledTarget):
     compute_sanitizer = False
     python_packages = ("numpy",)
     harness_env: dict[str, str] = {}
-    device_module = "grader.targets.cpp_device"
+    device_module = "grader.boundary.cpp_device"
     shim_file = "kg_shim.cpp"
     shim_template = _SHIM
 

@@ -1,5 +1,5 @@
 """The `cuda` target: CUDA kernels compiled with nvcc for this machine's GPU, called on buffers in its
-memory (the driver's API by ctypes: grader.targets.cuda_device), optionally linking cuBLAS, and
+memory (the driver's API by ctypes: grader.boundary.cuda_device), optionally linking cuBLAS, and
 checked by compute-sanitizer."""
 
 from __future__ import annotations
@@ -86,9 +86,9 @@ class CudaTarget(CompiledTarget):
     # across processes, and a class starts ~14 a submission (its kernels' harnesses and the
     # sanitizer's). Measured on an H200, 32 harnesses starting at once: 3.5 s against 8.7 s. Work
     # on several streams still runs, in order per stream; only their overlap goes, and nothing is timed.
-    # And synchronisations that sleep (grader.targets.cuda_device.SYNC_ENV). `grader time` keeps both defaults.
+    # And synchronisations that sleep (grader.boundary.cuda_device.SYNC_ENV). `grader time` keeps both defaults.
     harness_env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "KERNEL_GRADER_SYNC": "blocking"}
-    device_module = "grader.targets.cuda_device"
+    device_module = "grader.boundary.cuda_device"
     shim_file = "kg_shim.cu"
     shim_template = _SHIM
 
@@ -128,7 +128,7 @@ class CudaTarget(CompiledTarget):
         """Why this machine can't run CUDA kernels (no driver, no GPU), asked of the driver; None if it can."""
         if reason := self.driver_missing():
             return reason
-        from grader.targets.cuda_device import gpu_count
+        from grader.boundary.cuda_device import gpu_count
 
         try:
             count = gpu_count()

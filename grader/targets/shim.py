@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from grader.boundary.c_abi import SHIM_SYMBOL
 from grader.targets import target_named
-from grader.targets.c_abi import SHIM_SYMBOL
 
 if TYPE_CHECKING:
     from grader.spec import Kernel

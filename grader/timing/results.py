@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from grader.boundary.timing_statistics import Summary
 from grader.status import TimingStatus
-from grader.timing.statistics import Summary
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 For each kernel (base and variants): the timed case from [timing], a pool of input sets (the
 case's own, then fresh ones from the same generator under derived seeds), the plan the correctness
-harness would get for one call per set, and the timing harness (`grader.timing.harness`) started
+harness would get for one call per set, and the timing harness (`grader.boundary.timing_harness`) started
 by the correctness harness's watchdog (`grader.runner.watch.Session`: the sandbox, its mounts and
 limits, the per-call time limit) with the GPU's lock held exclusively. What it reports is read
 back here: the median is computed from its samples, the re-check's outputs compared with gold.
@@ -20,6 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from grader.boundary.protocol import Ended, EndStatus, Event, Ready, kind_of, message_of, number
+from grader.boundary.timing_harness import Phase, Settings, TimingEvent
+from grader.boundary.timing_statistics import summarise
 from grader.build import Artifact
 from grader.cases import Seed, prepare_inputs
 from grader.compare import compare
@@ -27,23 +30,19 @@ from grader.errors import GraderError
 from grader.gold import gold_outputs
 from grader.options import Options
 from grader.pipeline import build_stage
-from grader.protocol import Ended, EndStatus, Event, Ready, kind_of, message_of, number
 from grader.runner import limits_for
 from grader.runner.plan import Call, plan_for
 from grader.runner.watch import BUDGET_SPENT, HARNESS_START_LIMIT_S, HarnessExit, Session
 from grader.sandbox import Sandbox, sandbox_named
 from grader.spec import Assignment, Case, Kernel
-from grader.status import BuildStatus
+from grader.status import BuildStatus, TimingStatus
 from grader.targets import target_of
 from grader.threadsafe import load_npy
-from grader.timing.harness import Phase, Settings, TimingEvent
 from grader.timing.lock import gpu_lock
-from grader.status import TimingStatus
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.spec import TimingSpec
-from grader.timing.statistics import summarise
 
-HARNESS_MODULE = "grader.timing.harness"
+HARNESS_MODULE = "grader.boundary.timing_harness"
 # The events explain all but this much of the wall clock (the spin's rest, the synchronisation, the
 # shim): a larger gap is work the events did not see, on a stream that does not wait for them.
 GAP_SLACK_US, GAP_SHARE = 100.0, 0.10

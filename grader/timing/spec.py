@@ -28,9 +28,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from grader.boundary.timing_statistics import StopRule
 from grader.errors import SpecError
 from grader.spec import Assignment, Case, Kernel, find_assignment
-from grader.timing.statistics import StopRule
 
 LEADERBOARDS = ("geomean_speedup_vs_reference", "geomean_speedup_vs_m1")
 KEYS = ("case", "cases", "warmup", "min_calls", "max_calls", "rse", "cap_s", "pool", "spin_us", "leaderboard", "tiers")

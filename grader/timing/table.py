@@ -10,9 +10,9 @@ from typing import Any
 
 from grader.errors import GraderError
 
+from grader.boundary.timing_statistics import geometric_mean
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.spec import TimingSpec
-from grader.timing.statistics import geometric_mean
 
 BASE = "kernels/"  # the base kernels' row label: the student's milestone-1 folder
 

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from grader.boundary.protocol import Composition, Space
 from grader.checks.forward import harness
 from grader.checks.forward.gold import ForwardGold, forward_gold
 from grader.checks.forward.inputs import PARAMETERS_FILE, REFERENCE_FILE, TOKENS_FILE, prepare_forward_inputs
@@ -15,7 +16,6 @@ from grader.checks.forward.layout import (Step, activation_tensors, logits_offse
                                           total)
 from grader.checks.forward.spec import FORWARD, FORWARD_CASES, Forward, load_forward
 from grader.checks.forward.verdict import forward_result
-from grader.protocol import Composition, Space
 from grader.results import KernelResult
 from grader.runner import CallOutcome
 from grader.spec import Assignment, Kernel
@@ -51,6 +51,7 @@ class ForwardCheck:
     """The forward-pass check behind the checks' interface (`grader.checks.Check`)."""
 
     name = FORWARD
+    harness_module = harness.__name__
 
     def load(self, table: Any, where: str, kernels: tuple[Kernel, ...]) -> Forward:
         return load_forward(table, where, kernels)

@@ -1,7 +1,7 @@
 """One step of the forward pass in the assignment's float64 NumPy truth: the very function the harness uses
 to compute each step's swap-in gold, and the grader to compute the gold it compares with.
 
-NumPy and `grader.protocol` only: the harness imports it.
+NumPy and `grader.boundary.protocol` only: the harness imports it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import ModuleType
 
 import numpy as np
 
-from grader.protocol import ScalarArgument, SliceArgument, StepArgument
+from grader.boundary.protocol import ScalarArgument, SliceArgument, StepArgument
 
 
 def view(arrays: dict[str, np.ndarray], argument: SliceArgument) -> np.ndarray:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.boundary.protocol import SliceArgument
 from grader.cache import content_key, gold_root, is_complete, new_entry, publish_folder
 from grader.checks.forward.compose import gold_of_step, next_tokens, put, view
 from grader.checks.forward.inputs import PARAMETERS_FILE, TOKENS_FILE
 from grader.checks.forward.layout import Step, activation_tensors, total
 from grader.checks.forward.spec import Forward
-from grader.protocol import SliceArgument
 from grader.spec import Assignment
 from grader.threadsafe import load_npy
 

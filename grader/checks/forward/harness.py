@@ -12,7 +12,7 @@ event, which the runner reads as it is written). Student code therefore never se
 before that step ran, and a lingering thread that rewrites a saved output afterwards is caught by
 its seal. The grader computes the same gold outside, for the compare (`grader.checks.forward.gold`).
 
-NumPy, `grader.protocol`, `grader.checks.program` and `grader.checks.forward.compose` only.
+NumPy, `grader.boundary.protocol`, `grader.checks.program` and `grader.checks.forward.compose` only.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from grader.boundary.protocol import POISON_BITS, Composition, SliceArgument
 from grader.checks.forward.compose import gold_of_step, next_tokens, put
 from grader.checks.program import Emit, Program, seal
-from grader.protocol import POISON_BITS, Composition, SliceArgument
 
 if TYPE_CHECKING:
-    from grader.targets import Completion, Device
+    from grader.boundary.device import Completion, Device
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader import protocol
+from grader.boundary import protocol
+from grader.boundary.protocol import Region, ScalarArgument, SliceArgument
 from grader.checks.forward.spec import Forward, output_file
 from grader.errors import SpecError
-from grader.protocol import Region, ScalarArgument, SliceArgument
 from grader.spec.model import Kernel
 from grader.spec.shapes import allocation_of, shape_of
 

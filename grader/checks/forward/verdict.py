@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.boundary.protocol import Sealed, seal_of
 from grader.build import Artifact
-from grader.compare import compare
 from grader.checks.forward.gold import ForwardGold
 from grader.checks.forward.layout import Step
 from grader.checks.forward.spec import FORWARD, Forward
-from grader.protocol import Sealed, seal_of
+from grader.compare import compare
 from grader.results import CaseResult, KernelResult, Mismatch
 from grader.runner import CallOutcome
 from grader.scoring import case_result, score_kernel

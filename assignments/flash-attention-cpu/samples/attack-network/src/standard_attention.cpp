@@ -48,7 +48,7 @@ inline std::string slurp(const std::string& path) {
     return out.str();
 }
 
-// The harness's command line: python -m grader.harness PLAN PROGRESS START STOP.
+// The harness's command line: python -m grader.boundary.harness PLAN PROGRESS START STOP.
 inline std::vector<std::string> harness_argv() {
     std::string raw = slurp("/proc/self/cmdline");
     std::vector<std::string> parts;

@@ -130,7 +130,7 @@ class Composition:
 
     What the program does with its steps (which ones it runs, how often, what it saves) is its check's
     harness half, the module `runner` names: its `run(composition, output_dir, device, libraries, emit,
-    index)` returns a `grader.targets.Completion` for the whole call (`grader.checks`).
+    index)` returns a `grader.boundary.device.Completion` for the whole call (`grader.checks`).
     """
 
     runner: str  # the check's harness half, which the harness imports by this name

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grader.protocol import SCALAR_DTYPES, ScalarArgument
-from grader.targets import Completion
+from grader.boundary.device import Completion
+from grader.boundary.protocol import SCALAR_DTYPES, ScalarArgument
 
 if TYPE_CHECKING:
-    from grader.protocol import Argument
+    from grader.boundary.protocol import Argument
 
 SHIM_SYMBOL = "kg_call"  # the one function of a library the harness calls (see grader.targets.shim)
 CTYPES = {name: getattr(ctypes, f"c_{name}") for name in SCALAR_DTYPES}

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.targets.c_abi import SharedLibraryDevice
+from grader.boundary.c_abi import SharedLibraryDevice
 
 
 class HostDevice(SharedLibraryDevice):

@@ -1,22 +1,22 @@
 """The harness: the only process that loads student code. Started by the runner inside a sandbox.
 
-    python -m grader.harness PLAN.json PROGRESS.jsonl START_INDEX [STOP_INDEX]
+    python -m grader.boundary.harness PLAN.json PROGRESS.jsonl START_INDEX [STOP_INDEX]
 
 For each planned call from START_INDEX up to STOP_INDEX (default: the end): load the kernel's
 library, allocate its buffers between poisoned margins (on the target's device: GPU memory
 for CUDA, NumPy for C++), fill inputs, poison outputs with a NaN of a known bit pattern,
 initialise scratch as the spec says, call the kernel, check that the inputs and the margins are
 unchanged and that the call did not keep more device memory than allowed, and save the outputs as
-.npy. Progress goes to PROGRESS.jsonl one line per event (`grader.protocol`), so that when this
-process dies the runner knows which call was in flight. Gold outputs never enter this process,
-with one deliberate exception: a check's composed call may compute a step's swap-in gold here,
-just in time, once that step's output is saved and sealed (its check's harness half says why that
-is safe).
+.npy. Progress goes to PROGRESS.jsonl one line per event (`grader.boundary.protocol`), so that
+when this process dies the runner knows which call was in flight. Gold outputs never enter this
+process, with one deliberate exception: a check's composed call may compute a step's swap-in gold
+here, just in time, once that step's output is saved and sealed (its check's harness half says why
+that is safe).
 
-Only the standard library, NumPy, `grader.protocol` and the target's harness half (the plan's
-`device_module`) are imported here; a harness running a composed call also imports its check's
-harness half (the composition's `runner`: NumPy, `grader.checks.program`, and maybe the assignment's
-numpy_reference.py).
+Only the standard library, NumPy and `grader.boundary` (the protocol and the target's harness half,
+the plan's `device_module`) are imported here; a harness running a composed call also imports its
+check's harness half (the composition's `runner`: NumPy, `grader.boundary`, `grader.checks.program`,
+and maybe the assignment's numpy_reference.py).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grader.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_BYTES, POISON_BITS, BufferArgument, Ended,
-                             EndStatus, Event, Plan, PlannedCall, Ready, event_line, network_seen)
+from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_BYTES, POISON_BITS, BufferArgument,
+                                      Ended, EndStatus, Event, Plan, PlannedCall, Ready, event_line, network_seen)
 
 if TYPE_CHECKING:
-    from grader.targets import Device
+    from grader.boundary.device import Device
 
 LEFTOVER_SEED = 408  # "leftover" scratch: the same finite garbage on every run
 

@@ -12,7 +12,7 @@ One timer per target's harness half (chosen by the plan's `device_module`, like 
   streams counts; work on a non-blocking stream is caught by the wall clock: `gap_ms`).
 - C++ on the CPU (`WallTimer`): the shim's wall clock around the call; nothing to flush.
 
-Only the standard library, NumPy and the target's harness half are imported here (the harness's rule).
+Only the standard library, NumPy and `grader.boundary` are imported here (the harness's rule).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.targets import Completion
+from grader.boundary.device import Completion
 
 # %globaltimer (ns) read in a loop until `ns` have passed: hand-written PTX, JIT-compiled by the
 # driver for any GPU since Volta, so the harness needs no nvcc.
@@ -89,7 +89,7 @@ class CudaTimer(WallTimer):
     """The CUDA target's timer (see the module's docstring)."""
 
     def __init__(self, device: Any, spin_us: float) -> None:
-        from grader.timing.driver import TimingDriver
+        from grader.boundary.timing_driver import TimingDriver
 
         super().__init__(device, spin_us)
         self.driver = TimingDriver()
@@ -191,7 +191,7 @@ class _Nvml:
         return readings
 
 
-TIMERS = {"grader.targets.cuda_device": CudaTimer, "grader.targets.cpp_device": WallTimer}
+TIMERS = {"grader.boundary.cuda_device": CudaTimer, "grader.boundary.cpp_device": WallTimer}
 
 
 def timer_for(device_module: str, device: Any, spin_us: float) -> WallTimer:

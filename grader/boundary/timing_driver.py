@@ -1,11 +1,11 @@
-"""The CUDA driver functions the timer needs besides the harness's (`grader.targets.cuda_device.Driver`)."""
+"""The CUDA driver functions the timer needs besides the harness's (`grader.boundary.cuda_device.Driver`)."""
 
 from __future__ import annotations
 
 import ctypes
 from typing import Any
 
-from grader.targets.cuda_device import Driver
+from grader.boundary.cuda_device import Driver
 
 _pointer = ctypes.c_uint64  # CUdeviceptr
 

@@ -2,20 +2,20 @@
 `grader.timing.run` through the correctness harness's watchdog, with the same plan, progress file
 and call range, and the timing's settings after them:
 
-    python -m grader.timing.harness PLAN PROGRESS START STOP SETTINGS_JSON
+    python -m grader.boundary.timing_harness PLAN PROGRESS START STOP SETTINGS_JSON
 
 The plan's calls START..STOP are one kernel on one case, one call per input set of the pool: call
 START has the case's own inputs (its gold is known), the others fresh inputs from the same
-generator. Each set gets its own buffers (between poisoned margins, as `grader.harness` allocates
-them) and a pristine copy of its inputs. Then: `warmup` untimed calls, timed calls rotating
+generator. Each set gets its own buffers (between poisoned margins, as `grader.boundary.harness`
+allocates them) and a pristine copy of its inputs. Then: `warmup` untimed calls, timed calls rotating
 through the sets' buffers, each time holding another set's data (`KernelTimer.rotation`), until the
-stop rule (`grader.timing.statistics`) says so, and the re-check: the case's own set called once
-more, its outputs saved for the grader to compare with gold outside the sandbox. Before every call
+stop rule (`grader.boundary.timing_statistics`) says so, and the re-check: the case's own set called
+once more, its outputs saved for the grader to compare with gold outside the sandbox. Before every call
 the outputs are poisoned again, scratch set as the spec says and the inputs filled, so that a call
 that does no work leaves poison, never the previous call's answer; then the timer readies the
-device (`grader.timing.timers`: the L2 flush, the spin).
+device (`grader.boundary.timers`: the L2 flush, the spin).
 
-Progress lines (`grader.protocol`'s events, so that the watchdog sees which call is in flight):
+Progress lines (`grader.boundary.protocol`'s events, so that the watchdog sees which call is in flight):
 
     hello, (device | device_unavailable), then per call: start i, [loading i, loaded i,] end i
     (`end` with `phase` warmup/timed/recheck, and a timed call's `time_ms`, `wall_ms`, `gap_ms`,
@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from grader.harness import Buffer, Progress, allocate, announced_device, load_library
-from grader.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, POISON_BITS, BufferArgument, Ended, EndStatus, Event,
-                             Plan, PlannedCall)
-from grader.timing.statistics import StopRule, stop_reason
-from grader.timing.timers import WallTimer, timer_for
+from grader.boundary.harness import Buffer, Progress, allocate, announced_device, load_library
+from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, POISON_BITS, BufferArgument, Ended, EndStatus,
+                                      Event, Plan, PlannedCall)
+from grader.boundary.timers import WallTimer, timer_for
+from grader.boundary.timing_statistics import StopRule, stop_reason
 
 POOL_MEMORY_SHARE = 0.5  # the pool's buffers may take this share of the device's free memory
 
@@ -69,7 +69,7 @@ class Settings:
 
 
 class TimingEvent(str, enum.Enum):
-    """The timing harness's event beside `grader.protocol.Event`'s."""
+    """The timing harness's event beside `grader.boundary.protocol.Event`'s."""
 
     TIMING = "timing"  # after the re-check: the clocks and the timer's facts
 

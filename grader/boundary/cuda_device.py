@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.targets.c_abi import SharedLibraryDevice
+from grader.boundary.c_abi import SharedLibraryDevice
 
 DRIVER = "libcuda.so.1"  # the driver's library, installed with the NVIDIA driver (not the toolkit)
 _size = ctypes.c_size_t
