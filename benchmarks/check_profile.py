@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-HARNESS_MODULE = "grader.harness"  # the module the runner starts (grader.runner.watch)
+HARNESS_MODULE = "grader.boundary.harness"  # the module the runner starts (grader.runner.watch)
 
 
 def time_check(submission: Path, assignment: str, cache: Path, repeat: int, work: Path) -> list[float]:
