@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.boundary.protocol import Ended, EndStatus, Event, Sealed, index_of, kind_of
-from grader.runner.limits import Budget
+from grader.runner.limits import Budget, call_timeout_words
 from grader.runner.plan import Call
 from grader.runner.watch import LOG_TAIL, HarnessExit
-from grader.sandbox import LimitKind
+from grader.sandbox import LimitKind, size_in_words
 from grader.status import CallStatus
 
 
@@ -94,8 +94,8 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
                 continue
             if end.status == EndStatus.DEVICE_MEMORY:
                 held, limit = end.held_bytes or 0, end.limit_bytes or 0
-                message = (f"kept {_gib(held)} of device memory allocated after returning (the limit is "
-                           f"{_gib(limit)}); free what you cudaMalloc")
+                message = (f"kept {size_in_words(held)} of device memory allocated after returning (the limit is "
+                           f"{size_in_words(limit)}); free what you cudaMalloc")
             else:
                 message = f"CUDA error after the call: {end.message[:LOG_TAIL]}"
             outcomes[index] = CallOutcome(call.kernel.name, call.case.name, CallStatus.CRASHED, message)
@@ -115,20 +115,16 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
     # The sandbox's limit, where one was reached, says more than the time limit that then ran out.
     limit = ended.limit or "time"
     reached = f" (it had {ended.limit_message})" if ended.limit else ""
-    if spent is not None and spent.scope == "submission":
-        outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
-                                       f"{spent.words} was reached during this case; stopped{reached}", limit=limit)
-        skip_rest(failed + 1, calls, outcomes, "not run: the submission's time limit was reached")
-        return len(calls)
     if spent is not None:
         outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
-                                       f"the kernel's time budget ({spent.seconds:g} s for all its cases) ran out "
-                                       f"during this case; stopped{reached}", limit=limit)
+                                       f"{spent.ran_out} during this case; stopped{reached}", limit=limit)
+        if spent.scope == "submission":
+            skip_rest(failed + 1, calls, outcomes, spent.not_run)
+            return len(calls)
         return skip_rest_of_kernel(failed, calls, outcomes, spent.not_run)
     if timed_out_index is not None:
         outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.TIMEOUT,
-                                       f"did not finish within {call.kernel.time_limit_s:g} s; stopped{reached}",
-                                       limit=limit)
+                                       f"{call_timeout_words(call.kernel)}; stopped{reached}", limit=limit)
         return failed + 1
     tail = ended.log_tail
     message = crashed_while_loading(ended) if loading else f"the process {ended.reason} during this case"
@@ -185,7 +181,3 @@ def _tampered(event: dict, calls: list[Call], start: int, outcomes: dict[int, Ca
                                           f"the harness's progress channel was tampered with (unexpected event {shown}); "
                                           "the kernel's results are void", tampered=True)
     return max(i for i, c in enumerate(calls) if c.kernel.name == kernel) + 1
-
-
-def _gib(count: float) -> str:
-    return f"{count / (1 << 30):.3g} GiB" if count >= 1 << 30 else f"{count / (1 << 20):.0f} MiB"

@@ -35,9 +35,21 @@ class Budget:
         return f"the kernel's time budget ({self.seconds:g} s)"
 
     @property
+    def ran_out(self) -> str:
+        """It, ending the case in flight: "the kernel's time budget (20 s for all its cases) ran out"."""
+        if self.scope == "submission":
+            return f"{self.words} was reached"
+        return f"the kernel's time budget ({self.seconds:g} s for all its cases) ran out"
+
+    @property
     def not_run(self) -> str:
         """Why a call it left no time for was not run: "not run: the kernel's time budget (20 s) was spent"."""
         return f"not run: {self.words} was {'reached' if self.scope == 'submission' else 'spent'}"
+
+
+def call_timeout_words(kernel: Kernel) -> str:
+    """A call past its kernel's per-call time limit, in words: "did not finish within 20 s"."""
+    return f"did not finish within {kernel.time_limit_s:g} s"
 
 
 def submission_time_limit(kernels: Iterable[Kernel]) -> float:

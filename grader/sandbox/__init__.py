@@ -10,6 +10,8 @@ paths at the same place inside as outside, so a plan written by the runner reads
     docker.py      `docker`: one container per harness
     namespaces.py  what bwrap and unshare share: the layout (mounts, tmpfs, SysV bounds), the start, the record
     host.py        what the backends of this machine's processes share: limits, spawn, the process tree
+    watchdog.py    the watchdog: a run sampled, and its tree killed past a limit, said in words
+    procfs.py      what the watchdog reads of /proc and the filesystems, with no decision in it
 """
 
 from __future__ import annotations

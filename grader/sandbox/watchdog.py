@@ -1,4 +1,5 @@
-"""The sandbox's watchdog: a thread in the grader that samples one run from /proc and kills its whole tree past a limit.
+"""The sandbox's watchdog: a thread in the grader that samples one run (`grader.sandbox.procfs` reads /proc) and
+kills its whole tree past a limit; what is over which limit, when to stop, and the words of each.
 
 It bounds what no kernel mechanism bounds on every machine: the tree's resident host memory where
 no cgroup does (pinned host memory is resident, and counts), the one writable folder (a host
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Callable
 
 from grader.sandbox import LimitHit, LimitKind, in_mib, size_in_words
+from grader.sandbox.procfs import (Holdings, ProcessEntry, device_of, filesystem_used, folder_usage, holdings_of,
+                                   mount_devices, namespace, pids_current, private_tmpfs, process_table,
+                                   proportional_memory, real_uid, status_memory, tmpfs_used, tree_of)
 
 TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new processes (and their open files)
 # The writable folder is walked when its filesystem grew by what the folder has left (a statvfs every
@@ -80,9 +83,9 @@ class Watchdog:
         self._holdings: dict[tuple[int, int], tuple[float, Holdings]] = {}  # (pid, start time): (read at, what)
         self._pss_checked = 0.0
         self._tmpfs: list[tuple[int, str]] = []  # (a pid inside, mount point) of each private tmpfs
-        self._host_devices = _mount_devices("self")
-        self._own_mount_ns = _namespace("self", "mnt")
-        self._output_device = _device(watch.output)
+        self._host_devices = mount_devices("self")
+        self._own_mount_ns = namespace("self", "mnt")
+        self._output_device = device_of(watch.output)
         self._output_room: tuple[int, int, int, int] | None = None  # filesystem's used bytes, inodes; folder's room
         self._thread = threading.Thread(target=self._run, name="kg-sandbox-watchdog", daemon=True)
 
@@ -164,19 +167,17 @@ class Watchdog:
             self._at_cap = tasks >= self.watch.tasks
         self._scan_open_files()
         if self.watch.output_bytes and self._hidden_output > self.watch.output_bytes:
-            return LimitHit("output", f"wrote more than {size_in_words(self.watch.output_bytes)} into its output "
-                            "folder (in deleted files it kept open or mapped)")
+            return _output_over(self.watch.output_bytes, " (in deleted files it kept open or mapped)")
         return None
 
     def _tasks(self, table: dict[int, ProcessEntry]) -> int:
         """The tasks the cap counts: the pids cgroup's, else the tree's of the sandbox's uid, else the tree's."""
         if self.watch.pids_cgroup is not None:
-            try:
-                return int((self.watch.pids_cgroup / "pids.current").read_text())
-            except (OSError, ValueError):
-                pass  # the group went with its container: count the tree
+            counted = pids_current(self.watch.pids_cgroup)
+            if counted is not None:
+                return counted  # else the group went with its container: count the tree
         return sum(table[p].threads for p in self._pids
-                   if self.watch.tasks_uid is None or _real_uid(p) == self.watch.tasks_uid)
+                   if self.watch.tasks_uid is None or real_uid(p) == self.watch.tasks_uid)
 
     def _scan_open_files(self) -> None:
         """Memfds and deleted files the tree holds open or mapped: memory or disk no folder walk or RSS shows.
@@ -191,7 +192,7 @@ class Watchdog:
         for number, key in enumerate(sorted(tree, key=lambda k: self._holdings[k][0] if k in self._holdings else -1.0)):
             if number and time.monotonic() > deadline:
                 break
-            self._holdings[key] = (time.monotonic(), _holdings_of(key[0], self._output_device))
+            self._holdings[key] = (time.monotonic(), holdings_of(key[0], self._output_device))
         memfds: dict[int, int] = {}
         deleted: dict[int, int] = {}
         mapped: set[int] = set()
@@ -210,7 +211,7 @@ class Watchdog:
             return None
         charged, peak, counted = self._hidden_memory, 0, 0
         for pid in self._pids:
-            usage = _status_memory(pid)
+            usage = status_memory(pid)
             if usage is None:
                 continue
             counted += 1
@@ -226,7 +227,7 @@ class Watchdog:
             if now - self._pss_checked < PSS_INTERVAL_S:
                 return None
             self._pss_checked = now
-            charged = self._hidden_memory + sum(_proportional_memory(p) for p in self._pids)
+            charged = self._hidden_memory + sum(proportional_memory(p) for p in self._pids)
             if charged <= limit:
                 return None
         return LimitHit.memory(limit)
@@ -236,32 +237,24 @@ class Watchdog:
         if self.watch.tmpfs_bytes is None and self.watch.tmpfs_inodes is None:
             return
         for pid in sorted(self._pids, reverse=True):  # the newest first: past the launcher's set-up
-            if _namespace(str(pid), "mnt") in (None, self._own_mount_ns):
+            if namespace(str(pid), "mnt") in (None, self._own_mount_ns):
                 continue
-            mounts = []
-            try:
-                lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
-            except OSError:
+            mounts = private_tmpfs(pid, self._host_devices)
+            if mounts is None:
                 continue
-            for line in lines:
-                fields, _, tail = line.partition(" - ")
-                parts, kinds = fields.split(), tail.split()
-                if len(parts) >= 5 and kinds and kinds[0] == "tmpfs" and parts[2] not in self._host_devices:
-                    mounts.append((pid, _unescape(parts[4])))
-            self._tmpfs = mounts
+            self._tmpfs = [(pid, mount_point) for mount_point in mounts]
             return
 
     def _check_tmpfs(self) -> LimitHit | None:
         for pid, mount_point in self._tmpfs:
-            try:
-                usage = os.statvfs(f"/proc/{pid}/root{mount_point if mount_point != '/' else ''}/")
-            except OSError:
+            usage = tmpfs_used(pid, mount_point)
+            if usage is None:
                 continue
             where = "root folder" if mount_point == "/" else mount_point
-            used = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+            used, inodes = usage
             if self.watch.tmpfs_bytes and used >= self.watch.tmpfs_bytes:
                 return LimitHit("tmp", f"filled its private {where} ({size_in_words(self.watch.tmpfs_bytes)})")
-            if self.watch.tmpfs_inodes and usage.f_files - usage.f_ffree >= self.watch.tmpfs_inodes:
+            if self.watch.tmpfs_inodes and inodes >= self.watch.tmpfs_inodes:
                 return LimitHit("tmp", f"filled its private {where} ({self.watch.tmpfs_inodes} files)")
         return None
 
@@ -269,7 +262,7 @@ class Watchdog:
         """Whether the folder's filesystem grew, since the last walk, by as much as the folder had left."""
         if self._output_room is None:
             return True
-        disk = _used(self.watch.output)
+        disk = filesystem_used(self.watch.output)
         if disk is None:
             return True
         used_bytes, used_inodes, room_bytes, room_files = self._output_room
@@ -278,18 +271,23 @@ class Watchdog:
     def _check_output(self) -> LimitHit | None:
         assert self.watch.output is not None
         most_bytes, most_files = self.watch.output_bytes, self.watch.output_files
-        disk = _used(self.watch.output)
-        used, entries, problem = folder_usage(self.watch.output, most_bytes, most_files)
+        disk = filesystem_used(self.watch.output)
+        used, entries, unreadable = folder_usage(self.watch.output, most_bytes, most_files)
         if disk is not None:
             self._output_room = (disk[0], disk[1], (most_bytes or 1 << 62) - used - self._hidden_output,
                                  (most_files or 1 << 62) - entries)
-        if problem:
-            return LimitHit("output", problem)
+        if unreadable:  # what it holds cannot be bounded
+            return LimitHit("output", f"made part of its output folder unreadable to the grader ({unreadable})")
         if most_files and entries > most_files:
             return LimitHit("output", f"created more than {most_files} files in its output folder")
         if most_bytes and used + self._hidden_output > most_bytes:
-            return LimitHit("output", f"wrote more than {size_in_words(most_bytes)} into its output folder")
+            return _output_over(most_bytes)
         return None
+
+
+def _output_over(most_bytes: int, how: str = "") -> LimitHit:
+    """The output folder's byte bound reached, in words once (`how`: where the bytes were hiding)."""
+    return LimitHit("output", f"wrote more than {size_in_words(most_bytes)} into its output folder{how}")
 
 
 class WatchedProcess:
@@ -316,56 +314,6 @@ class WatchedProcess:
         return self._bound_hit()
 
 
-@dataclass(frozen=True)
-class ProcessEntry:
-    parent: int
-    session: int
-    threads: int
-    started: int  # clock ticks after boot: with the pid, names one process for good
-    zombie: bool
-
-
-def process_table() -> dict[int, ProcessEntry]:
-    """Every process of the machine (this PID namespace), from /proc/*/stat."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stream:
-                data = stream.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2:].split()  # the command name may hold spaces and parentheses
-        try:
-            table[int(name)] = ProcessEntry(int(fields[1]), int(fields[3]), int(fields[17]), int(fields[19]),
-                                            fields[0] in (b"Z", b"X"))
-        except (IndexError, ValueError):
-            continue
-    return table
-
-
-def tree_of(table: dict[int, ProcessEntry], root: int | None, session: int | None = None,
-            also: dict[int, int] | None = None) -> set[int]:
-    """The live processes descending from `root` (in a PID namespace orphans go to its init, inside), plus
-    `session`'s, plus those descending from `also` (pid: start time, members seen before; an orphan that
-    left the session is below neither), each still the same process."""
-    children: dict[int, list[int]] = {}
-    for pid, entry in table.items():
-        children.setdefault(entry.parent, []).append(pid)
-    found: set[int] = set()
-    pending = [root] if root is not None and root in table else []
-    pending += [pid for pid, started in (also or {}).items() if pid in table and table[pid].started == started]
-    pending += [pid for pid, entry in table.items() if session is not None and entry.session == session]
-    while pending:
-        pid = pending.pop()
-        if pid in found:
-            continue
-        found.add(pid)
-        pending.extend(children.get(pid, ()))
-    return {pid for pid in found if not table[pid].zombie}
-
-
 def kill_tree(root: int | None, session: int | None = None, also: dict[int, int] | None = None) -> None:
     """SIGKILL every process of the tree until none is left (call while `root` is not yet reaped).
 
@@ -385,184 +333,3 @@ def kill_tree(root: int | None, session: int | None = None, also: dict[int, int]
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.002)
-
-
-def folder_usage(folder: Path, most_bytes: int | None = None,
-                 most_files: int | None = None) -> tuple[int, int, str | None]:
-    """(bytes, entries, problem) under a folder; stops counting past either bound.
-
-    Bytes are the larger of a file's size and its allocated blocks (a sparse file, a preallocated
-    one). A problem is a folder the grader cannot list: what it holds cannot be bounded.
-    """
-    used = entries = 0
-    pending = [str(folder)]
-    while pending:
-        path = pending.pop()
-        try:
-            with os.scandir(path) as listing:
-                for entry in listing:
-                    entries += 1
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    used += max(info.st_size if stat.S_ISREG(info.st_mode) else 0, info.st_blocks * 512)
-                    if stat.S_ISDIR(info.st_mode):
-                        pending.append(entry.path)
-                    if (most_files and entries > most_files) or (most_bytes and used > most_bytes):
-                        return used, entries, None
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError as error:
-            return used, entries, f"made part of its output folder unreadable to the grader ({error.strerror})"
-    return used, entries, None
-
-
-def _used(folder: Path | None) -> tuple[int, int] | None:
-    """(bytes, inodes) in use on the filesystem holding `folder`."""
-    try:
-        usage = os.statvfs(folder)  # type: ignore[arg-type]
-    except (OSError, TypeError):
-        return None
-    return (usage.f_blocks - usage.f_bfree) * usage.f_frsize, usage.f_files - usage.f_ffree
-
-
-def _status_memory(pid: int) -> tuple[int, int] | None:
-    """(anonymous + shared resident bytes now, peak resident bytes less file-backed ones) of one process."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as stream:
-            text = stream.read()
-    except OSError:
-        return None
-    values = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(b":")
-        if key in (b"VmHWM", b"RssAnon", b"RssFile", b"RssShmem"):
-            values[key] = int(rest.split()[0]) * 1024
-    if not values:
-        return None  # a kernel thread, or a zombie
-    now = values.get(b"RssAnon", 0) + values.get(b"RssShmem", 0)
-    # File-backed pages (libraries) are clean page cache, not what the limit is for.
-    return now, max(now, values.get(b"VmHWM", 0) - values.get(b"RssFile", 0))
-
-
-def _proportional_memory(pid: int) -> int:
-    """Anonymous + shared PSS of one process: a page shared by n processes counts 1/n in each."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as stream:
-            text = stream.read()
-    except OSError:
-        return 0
-    values = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(b":")
-        if key in (b"Pss", b"Pss_Anon", b"Pss_Shmem", b"Pss_File"):
-            values[key] = int(rest.split()[0]) * 1024
-    if b"Pss_Anon" in values:
-        return values[b"Pss_Anon"] + values.get(b"Pss_Shmem", 0)
-    return values.get(b"Pss", 0) - values.get(b"Pss_File", 0)
-
-
-@dataclass(frozen=True)
-class Holdings:
-    """What one process holds open or maps that no RSS or folder walk shows (inode: bytes)."""
-
-    memfds: dict[int, int]  # open memfds
-    deleted: dict[int, int]  # open deleted files on the output folder's disk
-    mapped_memfds: set[int]
-    mapped_deleted: dict[int, int]  # deleted files it maps shared and writable: their extents
-
-
-def _holdings_of(pid: int, output_device: int | None) -> Holdings:
-    folder = f"/proc/{pid}/fd"
-    memfds: dict[int, int] = {}
-    deleted: dict[int, int] = {}
-    try:
-        fds = os.listdir(folder)
-    except OSError:
-        fds = []
-    for fd in fds:
-        try:
-            info = os.stat(f"{folder}/{fd}")
-        except OSError:
-            continue
-        if not stat.S_ISREG(info.st_mode):
-            continue
-        if info.st_nlink == 0 and info.st_dev == output_device:
-            deleted[info.st_ino] = max(info.st_blocks * 512, info.st_size)
-        elif info.st_blocks:
-            try:
-                if os.readlink(f"{folder}/{fd}").startswith("/memfd:"):
-                    memfds[info.st_ino] = info.st_blocks * 512
-            except OSError:
-                continue
-    mapped_memfds, mapped_deleted = _mappings(pid)
-    return Holdings(memfds, deleted, mapped_memfds, mapped_deleted)
-
-
-def _mappings(pid: int) -> tuple[set[int], dict[int, int]]:
-    """From /proc/PID/maps: the memfds a process maps, and the deleted files it maps shared and writable.
-
-    A shared writable mapping of a deleted file keeps writing to a disk after the fd is closed and
-    the name is gone; its extent (offset + length) bounds the bytes it can hold there.
-    """
-    memfds: set[int] = set()
-    deleted: dict[int, int] = {}
-    try:
-        with open(f"/proc/{pid}/maps", "rb") as stream:
-            for line in stream:
-                parts = line.split(None, 5)
-                if len(parts) < 6:
-                    continue
-                name = parts[5].rstrip(b"\n")
-                if name.startswith(b"/memfd:"):
-                    memfds.add(int(parts[4]))
-                elif name.endswith(b" (deleted)") and b"w" in parts[1] and b"s" in parts[1] \
-                        and not name.startswith((b"/dev/shm/", b"/SYSV", b"/dev/zero")):
-                    start, end = (int(x, 16) for x in parts[0].split(b"-"))
-                    inode = int(parts[4])
-                    deleted[inode] = max(deleted.get(inode, 0), int(parts[2], 16) + end - start)
-    except (OSError, ValueError):
-        pass
-    return memfds, deleted
-
-
-def _real_uid(pid: int) -> int | None:
-    """The real uid of a process (what RLIMIT_NPROC counts by), from /proc/PID/status."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as stream:
-            for line in stream:
-                if line.startswith(b"Uid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _namespace(pid: str, kind: str) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/{kind}")
-    except OSError:
-        return None
-
-
-def _mount_devices(pid: str) -> set[str]:
-    """The major:minor of every filesystem mounted in a process's mount table."""
-    try:
-        return {line.split()[2] for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()}
-    except OSError:
-        return set()
-
-
-def _device(path: Path | None) -> int | None:
-    try:
-        return os.stat(path).st_dev if path is not None else None
-    except OSError:
-        return None
-
-
-def _unescape(field: str) -> str:
-    """Mount points in mountinfo escape space, tab, newline and backslash as octal."""
-    for code in ("\\040", "\\011", "\\012", "\\134"):
-        field = field.replace(code, chr(int(code[1:], 8)))
-    return field

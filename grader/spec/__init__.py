@@ -5,8 +5,9 @@ outputs or scratch (with dtype and shape), its weight, tolerance, cases and limi
 names the file, the key and what was expected.
 
 The package, one module per job: `model` (the typed objects), `shapes` (shape expressions),
-`signature` (C signatures), `loader` (TOML into the model, `based_on` and variants resolved),
-`assignments` (where assignments are: one folder each, under assignments/).
+`signature` (C signatures), `loader` (TOML into the model: [assignment], composing `document` (the TOML
+read, `based_on` resolved, `Reader`), `kernels`, `variants` and `late`), `assignments` (where assignments
+are: one folder each, under assignments/).
 """
 
 from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, SCALAR_DTYPES, Assignment, Buffer, Case, Evidence,
@@ -15,7 +16,8 @@ from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, SCALAR_DTYPES, Assign
 from grader.spec.assignments import ASSIGNMENTS_DIR, PROJECT_ROOT, find_assignment, list_assignments
 from grader.spec.shapes import allocation_of, evaluate, shape_of
 from grader.spec.signature import parse_signature
-from grader.spec.loader import SANITIZER_TOOLS, load_assignment
+from grader.spec.kernels import SANITIZER_TOOLS
+from grader.spec.loader import load_assignment
 
 __all__ = ["EVIDENCE", "Evidence", "Variant", "INITS", "LIBRARIES", "PROJECT_ROOT", "SANITIZER_TOOLS", "SCALAR_DTYPES", "Assignment", "Buffer", "Case",
            "GoldSource", "Init", "Kernel", "LatePolicy", "Parameter", "PartialCredit", "Role", "Signature",

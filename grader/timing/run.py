@@ -30,7 +30,7 @@ from grader.errors import GraderError
 from grader.gold import gold_outputs
 from grader.options import Options
 from grader.pipeline import build_stage
-from grader.runner import limits_for
+from grader.runner.limits import call_timeout_words, limits_for
 from grader.runner.plan import Call, plan_for
 from grader.runner.watch import BUDGET_SPENT, HARNESS_START_LIMIT_S, HarnessExit, Session
 from grader.sandbox import Sandbox, sandbox_named
@@ -105,7 +105,7 @@ def time_kernel(assignment: Assignment, kernel: Kernel, artifact: Artifact | Non
 def unfinished(timed: KernelTiming, ended: HarnessExit, kernel: Kernel, budget: float) -> KernelTiming:
     """A timing harness that ended before its `finished`: the call in flight timed out, or it crashed."""
     if ended.reason == "timeout":
-        status, words = TimingStatus.TIMEOUT, f"a call ran past its time limit ({kernel.time_limit_s:g} s, timeout)"
+        status, words = TimingStatus.TIMEOUT, f"a call {call_timeout_words(kernel)} (timeout)"
     elif ended.reason == BUDGET_SPENT:
         status, words = TimingStatus.TIMEOUT, f"timing ran past its budget ({budget:g} s, timeout)"
     else:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.errors import SpecError
-from grader.spec.loader import Reader, load_tolerance
+from grader.spec.document import Reader
+from grader.spec.kernels import load_tolerance
 from grader.spec.model import Kernel, Tolerance
 
 # The forward-pass check composes kernels of these names (the course's six), with these signatures' parameters.

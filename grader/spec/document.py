@@ -1,0 +1,139 @@
+"""An assignment.toml read: its tables, each with where it was written, `based_on` resolved; and `Reader`, which
+reads typed keys from one table and names the file and key in every error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from grader.checks import CHECK_NAMES
+from grader.errors import SpecError
+from grader.spec.assignments import find_assignment
+
+
+class Reader:
+    """Reads typed keys from one TOML table, naming file and key in every error (a check's plug-in reads its
+    table with it too)."""
+
+    def __init__(self, table: dict[str, Any], where: str, origins: dict[str, str] | None = None) -> None:
+        self.table = table
+        self.where = where
+        self.origins = origins or {}  # an inherited key: the table of the assignment that gave it
+
+    def at(self, key: str) -> str:
+        """Where `key` was written: this table, or the assignment's it was inherited from."""
+        return self.origins.get(key, self.where)
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        if key not in self.table:
+            if default is ...:
+                raise SpecError(f"{self.where}: missing key '{key}'")
+            return default
+        value = self.table[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
+            expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise SpecError(f"{self.at(key)}: key '{key}' must be {expected}, found {value!r}")
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
+        value = self.get(key, str, default)
+        if value not in choices:
+            raise SpecError(f"{self.at(key)}: key '{key}' must be one of {', '.join(choices)}, found {value!r}")
+        return value
+
+    def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
+        value = self.get(key, list, default)
+        if not all(isinstance(v, str) for v in value):
+            raise SpecError(f"{self.at(key)}: key '{key}' must be a list of strings, found {value!r}")
+        return tuple(value)
+
+
+@dataclass(frozen=True)
+class Document:
+    """An assignment.toml with what it inherits (`based_on`) resolved; each table with where it was written."""
+
+    assignment: dict[str, Any]
+    origins: dict[str, str]  # [assignment] key -> "<file> [assignment]" of the assignment that gave it
+    kernels: list[tuple[dict[str, Any], str]]  # (table, "<file> kernels[i]")
+    variants: list[tuple[Any, str]]  # (table, "<file> variants[i]")
+    module_root: Path  # where inputs.py and numpy_reference.py are
+    based_on: str | None
+    # Each check's table (grader.checks), by the check's name: (table, where it was written), own or inherited.
+    checks: dict[str, tuple[Any, str]] = field(default_factory=dict)
+
+
+ASSIGNMENT_MODULES = ("inputs.py", "numpy_reference.py")
+NOT_INHERITED = ("name", "based_on")
+# The spec's own tables ([timing] is grader.timing.spec's); every other table is a check's (grader.checks).
+TABLES = ("assignment", "kernels", "variants", "timing")
+
+
+def read_document(folder: Path, inheriting: tuple[Path, ...] = ()) -> Document:
+    """The folder's assignment.toml, with the assignment it is `based_on` merged beneath it.
+
+    inheriting: the folders whose documents are being read and are based on this one (a cycle is an error).
+    """
+    spec_file = folder / "assignment.toml"
+    try:
+        document = tomllib.loads(spec_file.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{spec_file}: not valid TOML: {error}") from None
+    own = document.get("assignment")
+    if not isinstance(own, dict):
+        raise SpecError(f"{spec_file}: missing table [assignment]")
+    where = f"{spec_file} [assignment]"
+    checks = _check_tables(document, spec_file)
+    kernels = _tables(document, "kernels", spec_file)
+    variants = _tables(document, "variants", spec_file)
+    modules = [m for m in ASSIGNMENT_MODULES if (folder / m).is_file()]
+    based_on = own.get("based_on")
+    if based_on is None:
+        if len(modules) < len(ASSIGNMENT_MODULES):
+            raise SpecError(f"{folder}: missing {', '.join(m for m in ASSIGNMENT_MODULES if m not in modules)} "
+                            "(every assignment has input generators and a NumPy reference)")
+        return Document(dict(own), {key: where for key in own}, kernels, variants, folder, None, checks)
+    if not isinstance(based_on, str):
+        raise SpecError(f"{where}: key 'based_on' must be the name of another assignment, found {based_on!r}")
+    try:
+        parent_folder = find_assignment(based_on, folder.parent).resolve()
+    except SpecError as error:
+        raise SpecError(f"{where}: key 'based_on': {error}") from None
+    if parent_folder in (folder, *inheriting):
+        raise SpecError(f"{where}: key 'based_on': {based_on!r} is based on this assignment in turn (a cycle)")
+    parent = read_document(parent_folder, (*inheriting, folder))
+    if modules and len(modules) < len(ASSIGNMENT_MODULES):
+        raise SpecError(f"{folder}: has {modules[0]} but not "
+                        f"{', '.join(m for m in ASSIGNMENT_MODULES if m not in modules)}; "
+                        f"give both, or neither to use {based_on}'s")
+    inherited = {key: value for key, value in parent.assignment.items() if key not in NOT_INHERITED}
+    return Document({**inherited, **own}, {**{key: parent.origins[key] for key in inherited},
+                                           **{key: where for key in own}},
+                    kernels or parent.kernels, variants or parent.variants,
+                    folder if modules else parent.module_root, based_on, {**parent.checks, **checks})
+
+
+def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[Any, str]]:
+    """The checks' tables, by the check's name: every table beside the spec's own must name a check."""
+    checks = {}
+    for key, table in document.items():
+        if key in TABLES:
+            continue
+        if key not in CHECK_NAMES:
+            raise SpecError(f"{spec_file}: unknown table [{key}]; expected [assignment], [[kernels]], [[variants]], "
+                            f"[timing] or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
+        checks[key] = (table, f"{spec_file} [{key}]")
+    return checks
+
+
+def _tables(document: dict[str, Any], key: str, spec_file: Path) -> list[tuple[Any, str]]:
+    tables = document.get(key, [])
+    if not isinstance(tables, list):
+        raise SpecError(f"{spec_file}: '{key}' must be an array of tables ([[{key}]]), found {tables!r}")
+    return [(table, f"{spec_file} {key}[{i}]") for i, table in enumerate(tables)]

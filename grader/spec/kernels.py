@@ -1,0 +1,133 @@
+"""A [[kernels]] table into a `Kernel`: its signature and buffers, its cases, its tolerances and its limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader.errors import SpecError
+from grader.spec.document import Reader
+from grader.spec.model import INITS, Buffer, Case, Kernel, Tolerance
+from grader.spec.shapes import evaluate
+from grader.spec.signature import parse_signature
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+
+
+def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> Kernel:
+    """One kernel; `defaults`: the [assignment] keys a kernel may set for itself (time_limit_s, sanitizer, ...)."""
+    # Errors name the kernel once its name is known: "assignment.toml kernel 'matmul': ...".
+    name = Reader(table, where).get("name", str)
+    where = f"{where.rsplit(' ', 1)[0]} kernel '{name}'"
+    read = Reader(table, where)
+    signature = parse_signature(read.get("signature", str), f"{where} key 'signature'")
+    buffers_table = read.get("buffers", dict)
+    buffers = []
+    for parameter in signature.parameters:
+        if not parameter.pointer:
+            continue
+        if parameter.name not in buffers_table:
+            raise SpecError(f"{where}: pointer parameter '{parameter.name}' has no entry in 'buffers'")
+        b = Reader(buffers_table[parameter.name], f"{where} buffers.{parameter.name}")
+        role = b.choice("role", ("input", "output", "scratch"))
+        if role == "output" and parameter.const:
+            raise SpecError(f"{where} buffers.{parameter.name}: an output cannot be a const pointer")
+        shape = tuple(s.strip() for s in b.get("shape", str).split(","))
+        init = b.choice("init", INITS, defaults["scratch_init"] if role == "scratch" else "poison")
+        if role != "scratch" and "init" in buffers_table[parameter.name]:
+            raise SpecError(f"{where} buffers.{parameter.name}: 'init' is for scratch buffers only; inputs come "
+                            f"from inputs.py and outputs are always poisoned (found role '{role}')")
+        buffers.append(
+            Buffer(
+                name=parameter.name,
+                role=role,  # type: ignore[arg-type]
+                dtype=parameter.dtype,
+                shape=shape,
+                allocate=b.get("allocate", str, None),
+                nullable=b.get("nullable", bool, False),
+                mutable=b.get("mutable", bool, False),
+                init=init,  # type: ignore[arg-type]
+            )
+        )
+    unknown = set(buffers_table) - {b.name for b in buffers}
+    if unknown:
+        raise SpecError(f"{where}: 'buffers' names {sorted(unknown)}, which are not pointer parameters of the signature")
+    if not any(b.role == "output" for b in buffers):
+        raise SpecError(f"{where}: no buffer has role 'output', so nothing would be graded")
+
+    tolerance = load_tolerance(read.get("tolerance", dict), f"{where} tolerance")
+
+    scalars = [p.name for p in signature.parameters if not p.pointer]
+    cases = []
+    for i, raw in enumerate(read.get("cases", list)):
+        c = Reader(raw, f"{where} cases[{i}]")
+        case_name = c.get("name", str)
+        params = {k: v for k, v in raw.items() if k not in ("name", "public", "null", "tolerance")}
+        override = c.get("tolerance", dict, None)
+        case = Case(name=case_name, public=c.get("public", bool, False), params=params, null=c.strings("null", ()),
+                    tolerance=load_tolerance(override, f"{where} case '{case_name}' tolerance") if override else None)
+        _check_case(case, scalars, buffers, f"{where} case '{case_name}'")
+        cases.append(case)
+    if len(cases) == 0:
+        raise SpecError(f"{where}: no cases")
+    if len({c.name for c in cases}) != len(cases):
+        raise SpecError(f"{where}: case names repeat")
+
+    weight = read.get("weight", float)
+    if weight < 0:
+        raise SpecError(f"{where}: weight must be >= 0, found {weight}")
+    return Kernel(
+        name=name,
+        weight=weight,
+        header=read.get("header", str),
+        sources=read.strings("sources"),
+        signature=signature,
+        buffers=tuple(buffers),
+        tolerance=tolerance,
+        cases=tuple(cases),
+        time_limit_s=read.get("time_limit_s", float, defaults["time_limit_s"]),
+        partial_credit=read.choice("partial_credit", ("fraction", "all_or_nothing"), defaults["partial_credit"]),  # type: ignore[arg-type]
+        forbidden_symbols=read.strings("forbidden_symbols", defaults["forbidden_symbols"]),
+        forbidden_penalty=read.get("forbidden_penalty", float, defaults["forbidden_penalty"]),
+        sanitizer=_sanitizer_tools(read.strings("sanitizer", defaults["sanitizer"]), f"{where} key 'sanitizer'"),
+        sanitizer_penalty=read.get("sanitizer_penalty", float, defaults["sanitizer_penalty"]),
+        time_budget_s=read.get("time_budget_s", float, defaults["kernel_time_limit_s"]),
+    )
+
+
+def load_tolerance(table: dict[str, Any], where: str) -> Tolerance:
+    """A tolerance table (a kernel's, a case's, a variant's or a check's): atol and rtol, both >= 0."""
+    read = Reader(table, where)
+    unknown = set(table) - {"atol", "rtol"}
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected atol and rtol")
+    tolerance = Tolerance(atol=read.get("atol", float), rtol=read.get("rtol", float))
+    if tolerance.atol < 0 or tolerance.rtol < 0:
+        raise SpecError(f"{where}: atol and rtol must be >= 0, found {tolerance}")
+    return tolerance
+
+
+def _sanitizer_tools(tools: tuple[str, ...], where: str) -> tuple[str, ...]:
+    unknown = [t for t in tools if t not in SANITIZER_TOOLS]
+    if unknown:
+        raise SpecError(f"{where}: unknown compute-sanitizer tool(s) {unknown}; expected some of {', '.join(SANITIZER_TOOLS)}")
+    return tools
+
+
+def _check_case(case: Case, scalars: list[str], buffers: list[Buffer], where: str) -> None:
+    missing = [s for s in scalars if s not in case.params]
+    if missing:
+        raise SpecError(f"{where}: missing value for scalar parameter(s) {', '.join(missing)}")
+    for name in case.null:
+        buffer = next((b for b in buffers if b.name == name), None)
+        if buffer is None or not buffer.nullable:
+            raise SpecError(f"{where}: 'null' names {name!r}, which is not a buffer marked nullable = true")
+    for buffer in buffers:
+        for expression in (*buffer.shape, *([buffer.allocate] if buffer.allocate else [])):
+            try:
+                size = evaluate(expression, case.params)
+            except KeyError as error:
+                raise SpecError(f"{where}: shape of '{buffer.name}' uses {error.args[0]!r}, which the case does not set") from None
+            except (ValueError, SyntaxError, ZeroDivisionError) as error:
+                raise SpecError(f"{where}: shape expression {expression!r} of '{buffer.name}' is invalid: {error}") from None
+            if size <= 0:
+                raise SpecError(f"{where}: shape of '{buffer.name}' evaluates to {size}; sizes must be positive")

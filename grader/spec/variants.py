@@ -1,0 +1,149 @@
+"""The [[variants]] tables into `Variant`s (folders laid over the base), and the kernels of the result: each
+kernel and each check copied into every variant ("req_0/matmul"), weighted as the spec says."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from grader.checks import CheckSpec
+from grader.errors import SpecError
+from grader.spec.document import Reader
+from grader.spec.kernels import load_tolerance
+from grader.spec.model import EVIDENCE, Buffer, Case, Kernel, Signature, Tolerance, Variant
+
+VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
+                "required_symbols", "evidence", "evidence_penalty", "tolerances")
+
+
+def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
+                  kernels: tuple[Kernel, ...]) -> tuple[Variant, ...]:
+    """Every [[variants]] table; `source_dirs`: the assignment's, the first one what a variant is laid over."""
+    variants: list[Variant] = []
+    for table, where in tables:
+        variant = _load_variant(table, where, source_dirs, kernels)
+        named = f"{where.rsplit(' ', 1)[0]} variant '{variant.name}' key 'name'"
+        if any(v.name == variant.name for v in variants):
+            raise SpecError(f"{named}: another variant has this name; each variant needs its own")
+        if any(k.name == variant.name for k in kernels):
+            raise SpecError(f"{named}: a kernel has this name; a variant's name must differ from every kernel's")
+        variants.append(variant)
+    return tuple(variants)
+
+
+def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels: tuple[Kernel, ...]) -> Variant:
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: expected a table with name, folder, weight, must_change, ...")
+    name = Reader(table, where).get("name", str)
+    where = f"{where.rsplit(' ', 1)[0]} variant '{name}'"
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise SpecError(f"{where}: key 'name' must be a plain name (letters, digits, '_', '.', '-'), found {name!r}")
+    unknown = set(table) - set(VARIANT_KEYS)
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(VARIANT_KEYS)}")
+    read = Reader(table, where)
+    folder = _folder(read, "folder", ...)
+    if "onto" not in table and not source_dirs:
+        raise SpecError(f"{where}: key 'onto' is needed: the assignment has no source_dirs for '{folder}' "
+                        "to be laid over")
+    onto = _folder(read, "onto", source_dirs[0] if source_dirs else ...)
+    if folder == onto or Path(onto) in Path(folder).parents or Path(folder) in Path(onto).parents:
+        raise SpecError(f"{where}: key 'folder' ({folder!r}) must be a folder beside '{onto}', not it or inside it")
+    weight = read.get("weight", float)
+    if weight < 0:
+        raise SpecError(f"{where}: key 'weight' must be >= 0, found {weight}")
+    must_change = read.strings("must_change", ())
+    for path in must_change:
+        parts = Path(path).parts
+        if Path(path).is_absolute() or ".." in parts or parts[:len(Path(onto).parts)] != Path(onto).parts \
+                or len(parts) <= len(Path(onto).parts):
+            raise SpecError(f"{where}: key 'must_change' names {path!r}, which is not a file under '{onto}/' "
+                            "(the folder the variant is laid over)")
+    evidence = read.strings("evidence", ())
+    if unknown_evidence := [e for e in evidence if e not in EVIDENCE]:
+        raise SpecError(f"{where}: key 'evidence': unknown evidence {unknown_evidence}; expected some of "
+                        f"{', '.join(EVIDENCE)}")
+    penalty = read.get("evidence_penalty", float, 0.0)
+    if not 0 <= penalty <= 1:
+        raise SpecError(f"{where}: key 'evidence_penalty' is a share of the variant's weight between 0 and 1, "
+                        f"found {penalty}")
+    tolerances = {}
+    names = [k.name for k in kernels]
+    for kernel, tolerance in read.get("tolerances", dict, {}).items():
+        if kernel not in names:
+            raise SpecError(f"{where}: key 'tolerances' names kernel {kernel!r}, which the assignment does not have "
+                            f"(have {', '.join(names)})")
+        if not isinstance(tolerance, dict):
+            raise SpecError(f"{where} tolerances.{kernel}: expected a table with atol and rtol, found {tolerance!r}")
+        tolerances[kernel] = load_tolerance(tolerance, f"{where} tolerances.{kernel}")
+    return Variant(
+        name=name, title=read.get("title", str, name), folder=folder, onto=onto, weight=weight,
+        partial_credit=read.choice("partial_credit", ("fraction", "all_or_nothing"),  # type: ignore[arg-type]
+                                   "all_or_nothing"),
+        must_change=must_change,
+        forbidden_symbols=read.strings("forbidden_symbols") if "forbidden_symbols" in table else None,
+        tolerances=tolerances, required_symbols=read.strings("required_symbols", ()),
+        evidence=evidence,  # type: ignore[arg-type]
+        evidence_penalty=penalty,
+    )
+
+
+def _folder(read: Reader, key: str, default: Any) -> str:
+    """A folder of the submission: relative, without '..' (a variant folder must not reach outside it)."""
+    value = read.get(key, str, default)
+    path = Path(value.rstrip("/"))
+    if not value.strip("/") or path.is_absolute() or ".." in path.parts or path.parts[0] == ".":
+        raise SpecError(f"{read.where}: key '{key}' must be a folder inside the submission (a relative path "
+                        f"without '..'), found {value!r}")
+    return path.as_posix()
+
+
+def _share(kernels: tuple[Kernel, ...], checks: tuple[CheckSpec, ...]) -> Callable[[float], float]:
+    """A weight's share of the base weights, the checks' among them (none at all: equal shares)."""
+    total = sum(k.weight for k in kernels) + sum(c.weight for c in checks)
+    return lambda weight: weight / total if total else 1 / len(kernels)
+
+
+def expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...], base_weight: float | None,
+             checks: tuple[CheckSpec, ...] = ()) -> tuple[Kernel, ...]:
+    """The base kernels, then each variant's copy of every one of them ("req_0/matmul"), weighted as the spec says.
+
+    Within a variant (and for `base_weight`) a kernel's share of the weight is its base weight's share.
+    """
+    shares = _share(kernels, checks)
+
+    def share(kernel: Kernel) -> float:
+        return shares(kernel.weight)
+
+    base = kernels if base_weight is None else tuple(replace(k, weight=round(base_weight * share(k), 9))
+                                                     for k in kernels)
+    return base + tuple(
+        replace(k, name=f"{v.name}/{k.name}", variant=v.name, base=k.name, weight=round(v.weight * share(k), 9),
+                forbidden_symbols=k.forbidden_symbols if v.forbidden_symbols is None else v.forbidden_symbols,
+                tolerance=v.tolerances.get(k.name, k.tolerance))
+        for v in variants for k in kernels)
+
+
+def check_kernels(checks: tuple[CheckSpec, ...], kernels: tuple[Kernel, ...], variants: tuple[Variant, ...],
+                  base_weight: float | None) -> tuple[Kernel, ...]:
+    """Each check as kernels of the result: its own (named after it), then each variant's ("req_0/" and its name),
+    each with its cases.
+
+    Its buffers are the files the runner collects from its calls' folders (`CheckSpec.outputs`).
+    """
+    share = _share(kernels, checks)
+    result: list[Kernel] = []
+    for spec in checks:
+        check = Kernel(
+            name=spec.name, weight=spec.weight if base_weight is None else round(base_weight * share(spec.weight), 9),
+            header="", sources=(), signature=Signature(spec.name, ()),
+            buffers=tuple(Buffer(name, "output", "float32", ("1",)) for name in spec.outputs),
+            tolerance=Tolerance(0.0, 0.0), cases=tuple(Case(name, True, {}) for name in spec.cases),
+            time_limit_s=spec.time_limit_s, partial_credit="fraction", forbidden_symbols=(), forbidden_penalty=0.0,
+            # One budget for all its calls: a kernel that loops costs the check what it costs its own cases.
+            time_budget_s=spec.time_limit_s)
+        result += [check] + [replace(check, name=f"{v.name}/{spec.name}", variant=v.name, base=spec.name,
+                                     weight=round(v.weight * share(spec.weight), 9)) for v in variants]
+    return tuple(result)
