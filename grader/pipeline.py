@@ -16,7 +16,7 @@ import numpy as np
 from grader import __version__
 from grader.build import Artifact, build_submission, toolchain_for
 from grader.checks.grading import (check_calls, check_gold, check_results, prepare_check_gold, prepare_check_inputs,
-                                   spread_checks, unprepared)
+                                   unprepared)
 from grader.cases import Seed, prepare_inputs
 from grader.compare import Verdict, compare
 from grader.device import certainly_unavailable, unavailable_reason
@@ -159,9 +159,7 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
     calls = [Call(k, c, built.artifacts[k.name].library, inputs, outputs_dir / k.name / c.name)  # type: ignore[arg-type]
              for k, c, inputs in built.selection if built.artifacts[k.name].status == BuildStatus.BUILT]
     # The checks' calls, in harnesses of their own beside the kernels'.
-    checks = check_calls(assignment, built.checks, built.artifacts, built.check_inputs, outputs_dir)
-    harnesses = harnesses_for(len({c.kernel.name for c in calls}) + len(checks), options.harnesses)
-    calls += spread_checks(checks, harnesses - len({c.kernel.name for c in calls}))
+    calls += check_calls(assignment, built.checks, built.artifacts, built.check_inputs, outputs_dir)
     if (calls or built.checks) and (reason := unavailable_reason(assignment.target)):
         # Compile feedback still counts on a laptop: every kernel was built; none can run here.
         keys = [(c.kernel.name, c.case.name) for c in calls]
@@ -176,6 +174,7 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
     # once the kernel's own ended without a time-out.
     check = sanitizer_check(assignment, built.artifacts, inputs, sandbox, deadline,
                             options.cache_dir) if options.sanitizer and calls else None
+    harnesses = harnesses_for(len({c.kernel.name for c in calls}), options.harnesses)
     started = time.perf_counter()
     # compute-sanitizer checks kernels, not the checks that compose them.
     then = (lambda kernel, ended: () if kernel in built.checks else check.after_run(kernel, ended)) \

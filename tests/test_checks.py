@@ -55,33 +55,3 @@ def test_the_core_names_no_check_but_in_its_registration() -> None:
         found += [(relative.as_posix(), line.strip()) for line in text.splitlines()
                   if re.search("forward", line, re.IGNORECASE)]
     assert found == [("checks/__init__.py", '_MODULES = {"forward": "grader.checks.forward.check"}')]
-
-
-def test_a_checks_calls_spread_over_the_slots_left_beside_the_kernels_each_part_in_order() -> None:
-    """`check` on a GPU runner: the forward check's three passes were one harness, the run's longest by far (H200:
-    2.0 s against 0.8 s for a kernel's). Where slots are free beside the kernels' harnesses, its calls are spread
-    over them, the costly first pass alone; where none are, they stay in one harness."""
-    from grader.checks.grading import spread_checks
-    from grader.runner import Call
-    from grader.runner import _by_kernel as harnesses_of
-
-    m1 = load_assignment("gpt2-m1")
-    (forward,) = m1.check_kernels
-    here = Path(".")
-    checks = [Call(forward, case, here, here, here) for case in forward.cases]
-    kernels = [Call(k, c, here, here, here) for k in m1.kernels for c in k.cases if c.public]
-    assert [c.case.name for c in checks] == ["layer-by-layer", "logits", "generation"]
-
-    def parts(free: int) -> list[list[str]]:
-        calls = kernels + spread_checks(checks, free)
-        return [[calls[i].case.name for i in group] for group in harnesses_of(calls)
-                if calls[group[0]].kernel is forward]
-
-    assert parts(0) == [["layer-by-layer", "logits", "generation"]]
-    assert parts(1) == [["layer-by-layer", "logits", "generation"]]
-    assert parts(2) == [["layer-by-layer"], ["logits", "generation"]]
-    assert parts(3) == parts(8) == [["layer-by-layer"], ["logits"], ["generation"]]
-    # The kernels' own harnesses are untouched: one per kernel, its cases in order.
-    calls = kernels + spread_checks(checks, 2)
-    assert [[calls[i].case.name for i in group] for group in harnesses_of(calls)][:len(m1.kernels)] == \
-        [[c.name for c in k.cases if c.public] for k in m1.kernels]

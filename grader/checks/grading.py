@@ -17,7 +17,6 @@ from grader.build import Artifact
 from grader.checks import CheckSpec, check_named
 from grader.results import CaseResult, KernelResult
 from grader.runner import Call, CallOutcome
-from grader.runner.plan import spread
 from grader.spec import Assignment, Kernel
 from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus
 
@@ -60,20 +59,6 @@ def check_calls(assignment: Assignment, checks: tuple[Kernel, ...], artifacts: d
             calls.append(Call(check, cases[case], folder, inputs[spec.name], outputs_dir / check.name / case,
                               composition))
     return calls
-
-
-def spread_checks(calls: list[Call], free: int) -> list[Call]:
-    """The checks' calls, each check's spread over harnesses of its own where `free` slots are left beside the
-    kernels' harnesses (`grader.runner.plan.spread`), so that every part starts at once and a check whose calls
-    take longest (several whole passes of a program) no longer holds the whole run back.
-
-    Only that far: a check's time budget then costs its wall time once, as in one harness.
-    """
-    by_check: dict[str, list[Call]] = {}
-    for call in calls:
-        by_check.setdefault(call.kernel.name, []).append(call)
-    share = max(1, free // max(1, len(by_check)))
-    return [part for own in by_check.values() for part in spread(own, share)]
 
 
 def unprepared(assignment: Assignment, checks: tuple[Kernel, ...], artifacts: dict[str, Artifact],

@@ -177,11 +177,10 @@ def _follow_ups(then: Then | None, calls: list[Call], group: list[int], part: Ru
 
 
 def _by_kernel(calls: list[Call]) -> list[list[int]]:
-    """The calls' indices, harness by harness (`Call.harness`: kernel by kernel, unless a check's calls were
-    spread) in the order they first come, each one's in order."""
-    groups: dict[tuple[str, int], list[int]] = {}
+    """The calls' indices, kernel by kernel in the order the kernels first come, each kernel's in order."""
+    groups: dict[str, list[int]] = {}
     for index, call in enumerate(calls):
-        groups.setdefault(call.harness, []).append(index)
+        groups.setdefault(call.kernel.name, []).append(index)
     return list(groups.values())
 
 
@@ -196,8 +195,7 @@ def _merged(calls: list[Call], groups: list[list[int]], parts: list[RunReport],
         report.harness_starts += part.harness_starts
         report.start_seconds += part.start_seconds
         report.logs += part.logs
-        for kernel, log in part.kernel_logs.items():  # a spread check's parts: one kernel, several logs
-            report.kernel_logs[kernel] = (report.kernel_logs.get(kernel, "") + log)[-LOG_TAIL:]
+        report.kernel_logs.update(part.kernel_logs)
         report.free_bytes_at_start += part.free_bytes_at_start
         report.sandbox_enforced = part.sandbox_enforced or report.sandbox_enforced
         if after:

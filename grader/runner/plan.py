@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +17,6 @@ class Call:
 
     A composed call (`composition`, a check's) calls several kernels: `library` is then the folder that
     holds their libraries (the sandbox shows it whole), and `kernel` the check's (`grader.checks`).
-    Calls of one kernel share its harnesses; `part` puts a check's calls into harnesses of their own
-    (`spread`), one per part.
     """
 
     kernel: Kernel
@@ -28,21 +25,6 @@ class Call:
     inputs_dir: Path
     output_dir: Path
     composition: Composition | None = None
-    part: int = 0
-
-    @property
-    def harness(self) -> tuple[str, int]:
-        """The calls with the same harness key run in the same harnesses, in order."""
-        return self.kernel.name, self.part
-
-
-def spread(calls: list[Call], harnesses: int) -> list[Call]:
-    """One kernel's `calls` split into up to `harnesses` parts, in order, the first parts the smaller (a check's
-    first case, the costliest of the checks so far, then runs alone)."""
-    count = max(1, min(harnesses, len(calls)))
-    sizes = [len(calls) // count + (i >= count - len(calls) % count) for i in range(count)]
-    parts = [part for part, size in enumerate(sizes) for _ in range(size)]
-    return [dataclasses.replace(call, part=part) for call, part in zip(calls, parts)]
 
 
 def plan_for(assignment: Assignment, calls: list[Call], outbox: Path, sanitizer: bool) -> Plan:
