@@ -2,7 +2,7 @@
 buggy submissions, and grading failures that are the machine's graded again alone, never charged.
 
 The class is a real roster of real git repositories, graded by `grader batch`'s Python entry
-with 4 run slots on the `local` and `docker` sandboxes (a per-call limit of 20 s: LIMIT_S says why).
+with 4 run slots on the `local` and `docker` sandboxes (a per-call limit of 30 s: LIMIT_S says why).
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ RUN_SLOTS = 4
 # Per call: long enough that every attack meets its own bound (memory, processes, files) before the time
 # limit, with four submissions' harnesses on two cores and another test suite beside them: at 5 s the host
 # memory hog (touching 64 MiB blocks up to its 1 GiB limit) once met the time limit first on a loaded
-# machine. The one looping student pays it: 2 x 20 s in one run slot, while the others go on.
-LIMIT_S = 20.0
+# machine; at 20 s, under docker with two suites at once, it met it first again (its cgroup reclaiming at the
+# 1 GiB bound before the kernel's OOM kill). The one looping student pays it: 2 x 30 s in one run slot, while the
+# others go on.
+LIMIT_S = 30.0
 
 
 def corpus(flash: Assignment) -> dict[str, Sample | None]:

@@ -162,3 +162,23 @@ def test_a_real_harness_reports_the_signal_that_killed_it(flash: Assignment, tmp
     call = Call(kernel, case, artifact.library, inputs, tmp_path / "out")
     (outcome,) = run_calls(flash, [call], sandbox_named("process")).outcomes
     assert outcome.status == CallStatus.CRASHED and outcome.signal == "SIGSEGV", outcome.message
+
+
+def test_a_harness_slow_to_start_costs_the_kernel_none_of_its_time_budget(flash: Assignment, tmp_path: Path,
+                                                                            cache_dir: Path) -> None:
+    """On a loaded machine Python and NumPy alone may take seconds to start: that is the machine's time. A kernel
+    whose budget is shorter than its harness's start still runs every case (here the start is made 2.5 s long by
+    a wrapper that waits before the harness; the kernel's budget is 1.5 s, its cases take milliseconds)."""
+    import dataclasses
+
+    kernel = dataclasses.replace(flash.kernel("standard_attention"), time_limit_s=1.5, time_budget_s=1.5)
+    assignment = dataclasses.replace(flash, kernels=(kernel,), submission_time_limit_s=None)
+    artifact = build_submission(assignment, flash.reference_dir, cache_dir, (kernel,))[kernel.name]
+    assert artifact.library is not None, artifact.message
+    calls = [Call(kernel, case, artifact.library, prepare_inputs(assignment, kernel, case, Seed(flash.public_seed),
+                                                                 cache_dir), tmp_path / case.name)
+             for case in kernel.cases[:2]]
+    slow_start = ("/bin/sh", "-c", 'sleep 2.5; exec "$0" "$@"')
+    report = run_calls(assignment, calls, sandbox_named("process"), wrapper=slow_start)
+    assert [o.status for o in report.outcomes] == [CallStatus.OK, CallStatus.OK], [o.message for o in report.outcomes]
+    assert report.start_seconds >= 2.5

@@ -279,6 +279,7 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
                 report.free_bytes_at_start.append(device.free_bytes)
             first = next_index
             next_index = _record(run, kernel, ended, calls, first, stop, outcomes, kernel_deadline)
+            kernel_deadline += ended.start_seconds  # nor is a harness's start (the watch did not count it either)
             _collect_outputs(outbox, calls, outcomes)
             failed = next((i for i in range(first, next_index) if (o := outcomes.get(i)) is not None
                            and o.status == CallStatus.CRASHED and not o.tampered), None)

@@ -42,6 +42,8 @@ class HarnessExit:
     limit_message: str
     signal: str | None  # the signal that ended it of itself ("SIGSEGV"); not the watchdog's kill
     log_tail: str  # the end of its stderr and stdout
+    # From launch to its first call's start (Python, NumPy, the device): the machine's time, which no budget counts.
+    start_seconds: float = 0.0
 
 
 class Session:
@@ -56,6 +58,7 @@ class Session:
         self.limit_message = ""
         self.limit: LimitKind | None = None
         self.signal: str | None = None
+        self.start_seconds = 0.0  # launch to the first call's start (HarnessExit.start_seconds)
         self.applied: tuple[str, ...] = ()  # the limits the sandbox really applied to this harness
         self.on_case = on_case
         self.running: Call | None = None  # the call in flight, as its events say
@@ -97,12 +100,15 @@ class Session:
         if network is not None:
             self.applied = (*self.applied, network.words())
         return HarnessExit(tuple(events), reason, timed_out_index, self.limit, self.limit_message, self.signal,
-                           self.log_tail())
+                           self.log_tail(), self.start_seconds)
 
     def _watch(self, process: Process, calls: list[Call], deadline: float) -> tuple[list[dict], str, int | None]:
+        """`deadline` bounds the student's time: the harness's start, until its first call starts, is added to it
+        (on a loaded machine Python alone may take seconds; HARNESS_START_LIMIT_S bounds that)."""
         launched = time.monotonic()
         in_flight: int | None = None
         in_flight_since = launched
+        started: float | None = None  # its first call's start
         events: list[dict] = []
         offset = 0
         # The output folder's bytes and files are bounded by the sandbox's watchdog: limit_hit() says so.
@@ -114,6 +120,9 @@ class Session:
                 index = index_of(event)
                 if kind_of(event) == Event.START and isinstance(index, int) and 0 <= index < len(calls):
                     in_flight, in_flight_since = index, time.monotonic()
+                    if started is None:
+                        started = in_flight_since
+                        self.start_seconds = started - launched
                     self._started(calls[in_flight])
                 elif kind_of(event) == Event.END:
                     in_flight = None
@@ -125,7 +134,8 @@ class Session:
                 events.append(new_event(Event.OVERSIZED, bytes=_size(self.progress)))
                 return self._stop(process, events, offset, "was stopped: its progress file was flooded", None)
             now = time.monotonic()
-            over = now > deadline or (in_flight is not None
+            due = deadline + ((started if started is not None else now) - launched)
+            over = now > due or (in_flight is not None
                                       and now - in_flight_since > calls[in_flight].kernel.time_limit_s)
             if over and self._read_limit(process):
                 # The sandbox's watchdog saw a bound reached first and is ending the run; on a loaded machine a
@@ -137,7 +147,7 @@ class Session:
                     pass  # still running: stopped below, its words naming the bound it had reached
             if in_flight is not None and now - in_flight_since > calls[in_flight].kernel.time_limit_s:
                 return self._stop(process, events, offset, "timeout", in_flight)
-            if now > deadline:
+            if now > due:
                 return self._stop(process, events, offset, BUDGET_SPENT, in_flight)
             if in_flight is None and not any(kind_of(e) == Event.START for e in events) \
                     and now - launched > HARNESS_START_LIMIT_S:
