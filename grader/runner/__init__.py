@@ -299,8 +299,9 @@ def _check_started(assignment: Assignment, ended: HarnessExit, ready: dict | Non
     """A harness that never got a device is the grading machine's problem, not the student's: said once, plainly.
 
     No student code was loaded yet: a batch grades the submission again alone (`MachineError`).
-    Also where the kernel's budget ran out before its first harness reached the device (a machine
-    so loaded that Python did not start); a later harness's budget was spent by the kernel's own cases.
+    A harness's start counts against no budget (only HARNESS_START_LIMIT_S bounds it), so a budget spent before
+    the device was reached means the first harness was launched already past its deadline: the machine's too;
+    a later harness's budget was spent by the kernel's own cases.
     """
     unavailable = next((e for e in ended.events if kind_of(e) == Event.DEVICE_UNAVAILABLE), None)
     if unavailable is not None and ready is None:
