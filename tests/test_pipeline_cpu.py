@@ -87,9 +87,11 @@ def test_infinite_loop_costs_only_its_kernel_and_is_stopped_at_the_limit(flash: 
     result = grade_variant(flash, loop, tmp_path, cache_dir)
     kernel = next(k for k in result.kernels if k.name == "flash_attention")
     assert kernel.status == "timeout" and "did not finish within 3 s" in kernel.message
-    # Its budget (6 s: two calls at their 3 s limit) beside what a run costs here, harness start-ups doubled.
+    # Its budget (6 s: two calls at their 3 s limit), plus its harnesses' start-ups, which no budget counts (on a
+    # loaded machine seconds each), beside what a run costs here, doubled.
     budget = next(k for k in flash.kernels if k.name == "flash_attention").time_budget_s
-    assert result.stages["run"] < budget + 2 * baseline.stages["run"], (result.stages, baseline.stages)
+    assert result.stages["run"] < budget + result.stages["run_start"] + 2 * baseline.stages["run"], \
+        (result.stages, baseline.stages)
 
 
 def test_compile_error_names_file_and_line(flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
