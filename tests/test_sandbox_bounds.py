@@ -282,3 +282,29 @@ def test_threads_are_bounded_as_root_without_cgroups(launcher: str, no_cgroups: 
                "print('started', flush=True)\ntime.sleep(30)")
     code, hit, output, seconds = run(NamespaceSandbox(), threads, tmp_path, Limits(processes=24))
     assert hit == "reached the process/thread limit (24)", output
+
+
+def test_a_process_that_ends_while_the_tree_is_read_is_not_counted_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three children read first, then ended: their share moved to the parent read after them (1.05 GiB read
+    of 700 MiB). The reading is taken again, and the tree is charged its 700 MiB; a tree that really holds
+    more is still charged all of it."""
+    from grader.sandbox import procfs
+
+    shared = 700 << 20
+    alive = {10, 11, 12, 13}
+    ending = {11, 12, 13}  # each ends right after its first reading
+
+    def proportional(pid: int) -> int:
+        share = shared // len(alive) if pid in alive else 0
+        if pid in ending:
+            ending.discard(pid)
+            alive.discard(pid)
+        return share
+
+    monkeypatch.setattr(procfs, "proportional_memory", proportional)
+    monkeypatch.setattr(procfs, "status_memory", lambda pid: (0, 0) if pid in alive else None)
+    assert procfs.tree_proportional_memory({10, 11, 12, 13}) == shared
+
+    alive.update({11, 12, 13})  # the same tree, nothing ending: one reading, all of it
+    shared = 1500 << 20
+    assert procfs.tree_proportional_memory({10, 11, 12, 13}) == shared

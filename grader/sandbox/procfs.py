@@ -105,6 +105,9 @@ def filesystem_used(folder: Path | None) -> tuple[int, int] | None:
     return (usage.f_blocks - usage.f_bfree) * usage.f_frsize, usage.f_files - usage.f_ffree
 
 
+PSS_READINGS = 3  # a tree whose processes end while it is read by PSS is read again, up to this many times
+
+
 def status_memory(pid: int) -> tuple[int, int] | None:
     """(anonymous + shared resident bytes now, peak resident bytes less file-backed ones) of one process."""
     try:
@@ -139,6 +142,23 @@ def proportional_memory(pid: int) -> int:
     if b"Pss_Anon" in values:
         return values[b"Pss_Anon"] + values.get(b"Pss_Shmem", 0)
     return values.get(b"Pss", 0) - values.get(b"Pss_File", 0)
+
+
+def tree_proportional_memory(pids: set[int]) -> int:
+    """The tree's PSS (anonymous + shared), read one process after another.
+
+    A process that ends after it was read hands its share of the pages it shared to the processes read
+    after it, which then count them again: 700 MiB shared by a parent and three children read as 1.05 GiB
+    when the children were read first and had ended before the parent. Such a reading is taken again;
+    if every one of PSS_READINGS is such, the smallest counts (an ending process only adds to a reading).
+    """
+    readings = []
+    for _ in range(PSS_READINGS):
+        shares = {pid: proportional_memory(pid) for pid in sorted(pids)}
+        readings.append(sum(shares.values()))
+        if all(status_memory(pid) is not None for pid, share in shares.items() if share):
+            break
+    return min(readings)
 
 
 @dataclass(frozen=True)

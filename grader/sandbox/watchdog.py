@@ -22,7 +22,7 @@ from typing import Callable
 from grader.sandbox import LimitHit, LimitKind, in_mib, size_in_words
 from grader.sandbox.procfs import (Holdings, ProcessEntry, device_of, filesystem_used, folder_usage, holdings_of,
                                    mount_devices, namespace, pids_current, private_tmpfs, process_table,
-                                   proportional_memory, real_uid, status_memory, tmpfs_used, tree_of)
+                                   real_uid, status_memory, tmpfs_used, tree_of, tree_proportional_memory)
 
 TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new processes (and their open files)
 # The writable folder is walked when its filesystem grew by what the folder has left (a statvfs every
@@ -227,7 +227,7 @@ class Watchdog:
             if now - self._pss_checked < PSS_INTERVAL_S:
                 return None
             self._pss_checked = now
-            charged = self._hidden_memory + sum(proportional_memory(p) for p in self._pids)
+            charged = self._hidden_memory + tree_proportional_memory(self._pids)
             if charged <= limit:
                 return None
         return LimitHit.memory(limit)
@@ -333,3 +333,4 @@ def kill_tree(root: int | None, session: int | None = None, also: dict[int, int]
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.002)
+
