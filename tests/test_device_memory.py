@@ -64,3 +64,22 @@ def test_a_digest_changes_with_any_one_element_and_only_with_its_range(device) -
     assert device.digest(allocation, 32, data.size) != before
     device.write(allocation, 32, data)
     assert device.digest(allocation, 32, data.size) == before
+
+
+def test_an_uploaded_file_reaches_every_call_as_the_file_holds_it(device, tmp_path) -> None:
+    """The weights of a composed program: each call gets the file's contents, even after a call wrote into
+    them; on the GPU one upload serves the harness's calls (kept, and not counted as memory a kernel held)."""
+    weights = np.random.default_rng(9).standard_normal(3 << 20).astype(np.float32)  # 12 MiB
+    path = tmp_path / "weights.npy"
+    np.save(path, weights)
+    first = device.upload(str(path), weights.size, np.dtype(np.float32))
+    assert np.array_equal(device.read(first, 0, weights.size), weights)
+    device.write(first, 1000, np.float32([1e30, -1e30]))  # a stray write during the first call
+    device.release()
+    held = device.held_bytes()
+    assert held is None or held < 2 << 20, held  # the kept upload is the harness's, not the kernel's
+    second = device.upload(str(path), weights.size, np.dtype(np.float32))
+    assert np.array_equal(device.read(second, 0, weights.size), weights)
+    if device.held_bytes() is not None:  # the GPU keeps one allocation: the same one, its contents restored
+        assert second is first
+        assert device.upload(str(path), weights.size, np.dtype(np.float32)) is first

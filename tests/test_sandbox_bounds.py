@@ -308,3 +308,23 @@ def test_a_process_that_ends_while_the_tree_is_read_is_not_counted_twice(monkeyp
     alive.update({11, 12, 13})  # the same tree, nothing ending: one reading, all of it
     shared = 1500 << 20
     assert procfs.tree_proportional_memory({10, 11, 12, 13}) == shared
+
+
+def test_one_walk_of_proc_serves_the_watchdogs_that_ask_at_once() -> None:
+    """A table begun after what a watchdog asks for is shared; one asking past it gets a walk of its own,
+    which sees a process started meanwhile."""
+    from grader.sandbox.procfs import shared_process_table
+
+    began, table = shared_process_table(time.monotonic())
+    assert os.getpid() in table
+    assert shared_process_table(began - 0.01) == (began, table)  # another watchdog, the same moment
+    child = os.fork()
+    if child == 0:
+        time.sleep(5)
+        os._exit(0)
+    try:
+        later, fresh = shared_process_table(began)  # this watchdog's next walk: never the table it had
+        assert later > began and child in fresh and child not in table
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)

@@ -29,9 +29,10 @@ run() {  # run NAME SECONDS COMMAND...: one part, its log in $out/NAME.log, its 
 for part in $parts; do
   case $part in
     tests) run gpu-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2.py ;;
-    # Issue 14: the forward-pass check, gpt2-m2's variants, `grader time`'s protocol and the timer against ncu.
+    # Issue 14: the forward-pass check (and the device memory it composes: weights kept between its passes),
+    # gpt2-m2's variants, `grader time`'s protocol and the timer against ncu.
     m2) run gpu-m2-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_forward.py \
-      tests/test_gpu_gpt2_m2.py ;;
+      tests/test_device_memory.py tests/test_gpu_gpt2_m2.py ;;
     timing) run gpu-timing-tests 90 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_timing.py
             run timer-vs-ncu 200 python3 benchmarks/timer_vs_ncu.py --out "$out/ncu" --budget-s 180 --repeats 2 ;;
     # Issue 20: the GPU attacker's corpus as one class of 4 run slots; CUDA harnesses under a uid of their own;

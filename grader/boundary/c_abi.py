@@ -30,6 +30,12 @@ class SharedLibraryDevice:
         """The address of an allocation's first element."""
         raise NotImplementedError
 
+    def upload(self, path: str, count: int, dtype: np.dtype) -> Any:
+        """The file's elements in a new allocation, straight from its pages (never copied on the host)."""
+        allocation = self.allocate(count, dtype)  # type: ignore[attr-defined]
+        self.write(allocation, 0, np.load(path, mmap_mode="r").reshape(-1))  # type: ignore[attr-defined]
+        return allocation
+
     def load(self, path: str) -> Any:
         """Load a kernel's library (its static constructors run now)."""
         return ctypes.CDLL(path)

@@ -19,6 +19,7 @@ import numpy as np
 from grader.boundary.c_abi import SharedLibraryDevice
 
 DRIVER = "libcuda.so.1"  # the driver's library, installed with the NVIDIA driver (not the toolkit)
+ALLOCATION_GRANULE = 2 << 20  # cuMemAlloc rounds a large allocation up to this
 _size = ctypes.c_size_t
 _pointer = ctypes.c_uint64  # CUdeviceptr
 
@@ -112,6 +113,7 @@ class CudaDevice(SharedLibraryDevice):
         self.digest_total = self._allocate_kept(1, np.dtype(np.uint64)) if self.digest_kernel else None
         # What the device holds before any student code ran (this context and the accumulator included).
         self.baseline_used = self._used_bytes()
+        self.uploads: dict[tuple[str, int, str], tuple[Allocation, int]] = {}  # kept files: allocation, digest
 
     def _memory(self) -> tuple[int, int]:
         free, total = _size(), _size()
@@ -164,6 +166,25 @@ class CudaDevice(SharedLibraryDevice):
             address = _pointer()
             self.driver("cuMemAlloc_v2", ctypes.byref(address), count * allocation.dtype.itemsize)
             allocation.address = address.value
+        return allocation
+
+    def upload(self, path: str, count: int, dtype: np.dtype) -> Allocation:
+        """The file's elements kept for the harness's life: uploaded at the first call that asks, and again only
+        where their digest shows a call since wrote into them. (The forward check's three passes each used to
+        upload GPT-2's 498 MB of weights: 0.28 s of its harness on the H200.)"""
+        if self.digest_kernel is None:  # a digest would copy them back: uploading again costs less
+            return super().upload(path, count, dtype)
+        key = (path, count, np.dtype(dtype).str)
+        if key in self.uploads:
+            allocation, digest = self.uploads[key]
+            if self.digest(allocation, 0, count) == digest:
+                return allocation
+        else:
+            allocation = self._allocate_kept(count, dtype)
+            # The harness's own, for its life: not memory a kernel kept (held_bytes), rounded as the driver rounds.
+            self.baseline_used += -(-count * allocation.dtype.itemsize // ALLOCATION_GRANULE) * ALLOCATION_GRANULE
+        self.write(allocation, 0, np.load(path, mmap_mode="r").reshape(-1))
+        self.uploads[key] = (allocation, self.digest(allocation, 0, count))
         return allocation
 
     def _at(self, allocation: Allocation, start: int) -> int:

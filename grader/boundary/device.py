@@ -39,6 +39,13 @@ class Device(Protocol):
         """A new allocation of `count` elements on the device (its contents undefined until filled)."""
         ...
 
+    def upload(self, path: str, count: int, dtype: np.dtype) -> Any:
+        """A trusted .npy file's `count` elements (a program's weights) on the device, for one call.
+
+        A device may keep them between calls (one upload per harness), but each call starts from the file's
+        contents: a call that wrote into them must not hand its writes to the next."""
+        ...
+
     def fill(self, allocation: Any, start: int, count: int, bits: int) -> None:
         """Elements start..start+count all set to the raw bit pattern `bits` (on the device: no host copy)."""
         ...

@@ -40,12 +40,12 @@ class Program:
 
     def __init__(self, composition: Composition, device: Device, libraries: dict[str, Any]) -> None:
         self.composition, self.device, self.libraries = composition, device, libraries
-        self.spaces = {name: device.allocate(space.count, np.dtype(space.dtype))
-                       for name, space in composition.spaces.items()}
+        self.spaces: dict[str, Any] = {}
         for name, space in composition.spaces.items():
-            if space.file:  # straight from the file's pages: never copied on the host
-                device.write(self.spaces[name], 0, np.load(space.file, mmap_mode="r").reshape(-1))
+            if space.file:  # the weights: the device may keep them between calls, each call sees the file's
+                self.spaces[name] = device.upload(space.file, space.count, np.dtype(space.dtype))
             else:  # zeroed, as a program that cudaMemsets its allocations leaves them
+                self.spaces[name] = device.allocate(space.count, np.dtype(space.dtype))
                 device.fill(self.spaces[name], 0, space.count, 0)
         self.wall_ms, self.device_ms = 0.0, None
 

@@ -22,7 +22,8 @@ from typing import Callable
 from grader.sandbox import LimitHit, LimitKind, in_mib, size_in_words
 from grader.sandbox.procfs import (Holdings, ProcessEntry, device_of, filesystem_used, folder_usage, holdings_of,
                                    mount_devices, namespace, pids_current, private_tmpfs, process_table,
-                                   real_uid, status_memory, tmpfs_used, tree_of, tree_proportional_memory)
+                                   real_uid, shared_process_table, status_memory, tmpfs_used, tree_of,
+                                   tree_proportional_memory)
 
 TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new processes (and their open files)
 # The writable folder is walked when its filesystem grew by what the folder has left (a statvfs every
@@ -30,6 +31,7 @@ TREE_SCAN_INTERVAL_S = 0.1  # a walk of all of /proc finds the tree's new proces
 # OUTPUT_BACKSTOP_S (another process deleting files on the same disk could hide the growth).
 OUTPUT_SCAN_INTERVAL_S = 0.1
 OUTPUT_BACKSTOP_S = 0.5
+TABLE_SHARED_S = 0.05  # a walk of /proc another watchdog began this recently serves this one too
 CAP_RECHECK_S = 0.05  # a tree at its process cap is walked again this soon: still there, the run is ended
 PSS_INTERVAL_S = 0.1  # how often a tree whose summed RSS is over the limit is re-measured by PSS
 OPEN_FILES_BUDGET_S = 0.05  # a walk's share of reading the tree's open files and mappings (see _scan_open_files)
@@ -82,6 +84,7 @@ class Watchdog:
         self._hidden_output = 0  # bytes of deleted files on the output folder's disk still held open
         self._holdings: dict[tuple[int, int], tuple[float, Holdings]] = {}  # (pid, start time): (read at, what)
         self._pss_checked = 0.0
+        self._walked = time.monotonic()  # when the process table last walked began (the first: after the start)
         self._tmpfs: list[tuple[int, str]] = []  # (a pid inside, mount point) of each private tmpfs
         self._host_devices = mount_devices("self")
         self._own_mount_ns = namespace("self", "mnt")
@@ -127,15 +130,17 @@ class Watchdog:
         while not self._stop.wait(self.watch.interval_s):
             now = time.monotonic()
             reason = None
+            walked = False
             if now >= next_tree and self.root is not None:
                 next_tree = now + TREE_SCAN_INTERVAL_S
                 reason = self._scan_tree()
+                walked = True
                 if self._stop.is_set():
                     return
                 if self._at_cap:  # at the cap: the next walk says whether it stays there
                     next_tree = min(next_tree, time.monotonic() + CAP_RECHECK_S)
-            if self.root is not None:
-                self._find_tmpfs()  # each time: the sandbox mounts its tmpfs while it starts
+            if self.root is not None and (walked or not self._tmpfs):
+                self._find_tmpfs()  # each sample while the sandbox starts (it mounts them then), then each walk
             reason = reason or self._check_memory() or self._check_tmpfs()
             if reason is None and self.watch.output is not None and now >= next_output \
                     and (now >= backstop or self._output_may_be_full()):
@@ -150,7 +155,8 @@ class Watchdog:
                 return
 
     def _scan_tree(self) -> LimitHit | None:
-        table = process_table()
+        # Another watchdog's walk, if it began in the last TABLE_SHARED_S and after this one's last.
+        self._walked, table = shared_process_table(max(self._walked, time.monotonic() - TABLE_SHARED_S))
         root = None if self._root_gone else table.get(self.root)
         if root is not None:
             if self._root_started is None:
