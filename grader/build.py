@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -281,11 +282,20 @@ def _compile_in(sandbox: Sandbox, command: list[str], workdir: Path, seconds: fl
             return None, _cannot_run(command, error)
         try:
             returncode = process.wait(seconds)
+            hit = process.limit_hit()
         except subprocess.TimeoutExpired:
             return None, f"compilation took longer than {COMPILE_TIME_LIMIT_S} s and was stopped"
         finally:
             process.kill()
-        return returncode, (err.read_text(errors="replace") + out.read_text(errors="replace")).strip()
+        output = (err.read_text(errors="replace") + out.read_text(errors="replace")).strip()
+        if hit is not None:  # the sources made the compiler exceed a bound (a template explosion, an include of /dev/zero)
+            return None, "\n".join([f"{command[0]} was stopped: it {hit}", output]).strip()
+        if returncode == -signal.SIGKILL:
+            # Killed from outside (the machine's OOM killer, a container's limit), no bound of ours named: not the
+            # sources' doing, and no compile error to keep in the build cache.
+            raise MachineError(f"{command[0]} was killed (SIGKILL) by the machine, not by a limit of the grader's: "
+                               "it had too little memory, or it was being shut down", "resources")
+        return returncode, output
 
 
 def _compile(command: list[str], workdir: Path, seconds: float) -> tuple[int | None, str]:

@@ -280,3 +280,20 @@ def test_a_call_to_a_function_nothing_defines_is_a_link_error_naming_it(tmp_path
     artifact = build_submission(flash, root, cache_dir, (flash.kernel("flash_attention"),))["flash_attention"]
     assert artifact.status == "compile_error" and "undefined reference to `never_written(float*)'" in artifact.message
     assert "did not compile" not in artifact.message  # every other file compiled
+
+
+def test_a_compiler_a_bound_stopped_is_a_compile_error_that_names_the_bound(tmp_path: Path, monkeypatch) -> None:
+    """`#include "/dev/zero"`: the compiler reads without end until the build's memory bound (256 MiB here)."""
+    import dataclasses
+
+    import grader.build as build
+    from grader.sandbox import sandbox_named
+
+    monkeypatch.setattr(build, "COMPILE_LIMITS", dataclasses.replace(build.COMPILE_LIMITS, memory_bytes=256 << 20,
+                                                                     rlimit_data=False))
+    flash, root = _flash_submission(tmp_path)
+    (root / "src" / "flash_attention.cpp").write_text('#include "/dev/zero"\n')
+    artifact = build_submission(flash, root, tmp_path / "cache", (flash.kernel("flash_attention"),),
+                                sandbox=sandbox_named("local"))["flash_attention"]
+    assert artifact.status == "compile_error"
+    assert artifact.message.startswith("g++ was stopped: it exceeded the memory limit (256 MiB)"), artifact.message

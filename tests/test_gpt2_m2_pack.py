@@ -40,8 +40,9 @@ def m2() -> Assignment:
 
 
 @pytest.fixture(scope="module")
-def m2_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("m2-cache")
+def m2_cache(cache_dir: Path) -> Path:
+    """The session's: the base kernels are gpt2-m1's, which other tests build there too."""
+    return cache_dir
 
 
 @pytest.fixture(scope="module")

@@ -100,16 +100,19 @@ def autograder_image(request: pytest.FixtureRequest, autograder_zip: Path) -> tu
     except docker.errors.ImageNotFound:
         pytest.skip(f"the image {base} is missing: make it with `bash {SCRIPT}` (as root)")
     tag = f"{version}-{content_key(autograder_zip)}"
-    for image in client.images.list(name=AUTOGRADERS):  # made from an older zip: stale
-        for stale in image.tags:
-            if stale.startswith(f"{AUTOGRADERS}:{version}-") and stale != f"{AUTOGRADERS}:{tag}":
-                client.images.remove(stale, force=True)
     try:
         client.images.get(f"{AUTOGRADERS}:{tag}")
         print(f"\n{version}: setup.sh's image {AUTOGRADERS}:{tag} is cached")
         return version, f"{AUTOGRADERS}:{tag}"
     except docker.errors.ImageNotFound:
         pass
+    setup = setup_key(client.images.get(base).id, autograder_zip)
+    installed = same_setup(client, version, setup)
+    if installed is not None:
+        image = swap_source(client, installed, autograder_zip, tag, setup)
+        remove_stale(client, version, keep=(tag,))
+        print(f"\n{version}: setup.sh's installs reused from {installed.tags[0]}; the zip's files swapped in")
+        return version, image
     # Gradescope's order: unzip into /autograder/source, `bash setup.sh` there as root, run_autograder copied up.
     # What the container is given travels in /tmp and leaves with the script (binds and env would be committed).
     given = {"autograder.zip": autograder_zip.read_bytes()}
@@ -134,11 +137,66 @@ def autograder_image(request: pytest.FixtureRequest, autograder_zip: Path) -> tu
         assert status == 0, f"setup.sh failed on {base} (exit {status}) after {took:.0f}s:\n{log[-6000:]}"
         container.commit(repository=AUTOGRADERS, tag=tag,
                          conf={"Cmd": ["/autograder/run_autograder"], "WorkingDir": "/autograder",
-                               "Labels": {"kernel-grader.setup_seconds": f"{took:.0f}"}})
+                               "Labels": {"kernel-grader.setup_seconds": f"{took:.0f}", SETUP_LABEL: setup}})
     finally:
         container.remove(force=True)
+    remove_stale(client, version, keep=(tag,))
     print(f"\n{version}: setup.sh took {took:.0f}s; committed as {AUTOGRADERS}:{tag}")
     return version, f"{AUTOGRADERS}:{tag}"
+
+
+# What setup.sh installs depends on the base image, setup.sh and the grader's pyproject.toml (its packages; the
+# grader itself is installed editable: its files are read where they lie). An image made by setup.sh from a zip that
+# agrees on all three already holds what setup.sh would install for a new zip: only the zip's files change. A
+# changed setup.sh or dependency list runs setup.sh afresh on the base, as Gradescope does.
+SETUP_LABEL = "kernel-grader.setup_key"
+SETUP_FILES = ("setup.sh", "kernel-grader/pyproject.toml")
+MOST_SWAPS = 8  # file swaps stacked on one setup.sh run (a layer each) before setup.sh runs afresh
+
+
+def setup_key(base_id: str, zip_path: Path) -> str:
+    digest = hashlib.sha256(base_id.encode())
+    with zipfile.ZipFile(zip_path) as archive:
+        for name in SETUP_FILES:
+            digest.update(name.encode() + b"\0" + archive.read(name))
+    return digest.hexdigest()[:16]
+
+
+def same_setup(client, version: str, setup: str):
+    """An autograder image of this Ubuntu version whose setup.sh installed what this zip's would, if any."""
+    for image in client.images.list(name=AUTOGRADERS, filters={"label": f"{SETUP_LABEL}={setup}"}):
+        swaps = int((image.labels or {}).get("kernel-grader.swaps", "0"))
+        if swaps < MOST_SWAPS and any(t.startswith(f"{AUTOGRADERS}:{version}-") for t in image.tags):
+            return image
+    return None
+
+
+def swap_source(client, installed, zip_path: Path, tag: str, setup: str) -> str:
+    """`installed` with /autograder/source replaced by the zip's files and run_autograder copied up (no network)."""
+    script = ("set -e; rm -rf /autograder/source; mkdir -p /autograder/source; cd /autograder/source; "
+              "unzip -q /tmp/given/autograder.zip; cp run_autograder /autograder/run_autograder; rm -rf /tmp/given")
+    container = client.containers.create(installed.id, ["bash", "-c", script], user="0", network_mode="none")
+    container.put_archive("/tmp", tar_of({"given/autograder.zip": zip_path.read_bytes()}))
+    try:
+        container.start()
+        status, log = finish(container, 300)
+        assert status == 0, f"swapping the zip's files into {installed.tags[0]} failed (exit {status}):\n{log[-3000:]}"
+        swaps = int((installed.labels or {}).get("kernel-grader.swaps", "0")) + 1
+        container.commit(repository=AUTOGRADERS, tag=tag,
+                         conf={"Cmd": ["/autograder/run_autograder"], "WorkingDir": "/autograder",
+                               "Labels": {**(installed.labels or {}), SETUP_LABEL: setup,
+                                          "kernel-grader.swaps": str(swaps)}})
+    finally:
+        container.remove(force=True)
+    return f"{AUTOGRADERS}:{tag}"
+
+
+def remove_stale(client, version: str, keep: tuple[str, ...]) -> None:
+    """The tags of images made from older zips (their layers stay while a newer image is made from them)."""
+    for image in client.images.list(name=AUTOGRADERS):
+        for stale in image.tags:
+            if stale.startswith(f"{AUTOGRADERS}:{version}-") and stale.split(":", 1)[1] not in keep:
+                client.images.remove(stale, force=True)
 
 
 def grade(image: str, files: dict[str, bytes]) -> tuple[dict, str]:
