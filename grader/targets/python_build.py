@@ -80,8 +80,9 @@ def syntax_error_words(path: str, error: Exception) -> str:
     return words
 
 
-def check(entry: dict[str, object], files: set[str]) -> tuple[list[str], list[list[object]]]:
-    """The syntax errors of the kernel's modules, and every import they make ([name, file, line])."""
+def check(entry: dict[str, object], files: set[str], root: str = ".") -> tuple[list[str], list[list[object]]]:
+    """The syntax errors of the kernel's modules, and every import they make ([name, file, line]); `files`: the
+    build's, relative to `root`."""
     first = str(entry["file"])
     if first not in files:
         return [f"{first}: error: no such file (the module that defines {entry['function']})"], []
@@ -90,7 +91,7 @@ def check(entry: dict[str, object], files: set[str]) -> tuple[list[str], list[li
     queue, seen = [first], {first}
     while queue:
         path = queue.pop(0)
-        with open(path, "rb") as source:
+        with open(os.path.join(root, path), "rb") as source:
             text = source.read()
         try:
             tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
