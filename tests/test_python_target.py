@@ -3,6 +3,7 @@ local sandbox, real verdicts; and its two halves' rules on their own (the build 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from grader.pipeline import grade
 from grader.results import KernelResult, Result
 from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment
-from grader.targets import python_build
+from grader.targets import python_build, target_named, target_of
 from grader.targets.python import forbidden_imports, module_name
 
 from conftest import grade_variant, variant_params, with_time_limit
@@ -191,3 +192,9 @@ print(json.dumps(outcomes))
         "import of 'fractions' is forbidden by this assignment (it forbids 'fractions')"
     assert outcomes["importlib"] == "import of 'decimal' is forbidden by this assignment (it forbids 'decimal')"
     assert outcomes["allowed"] == "imported"
+
+
+def test_a_pack_adds_the_packages_its_harnesses_see(pack: Assignment) -> None:
+    widened = target_of(dataclasses.replace(pack, python_packages=("scipy", "numpy")))
+    assert widened.python_packages == ("numpy", "scipy")
+    assert target_named("python").python_packages == ("numpy",) and target_of(pack) is target_named("python")
