@@ -33,7 +33,7 @@ from grader.sources import KernelSources, Sources, gather_sources
 from grader.spec import Assignment, Kernel
 from grader.status import BuildStatus
 from grader.targets import LIBRARY_FILE, Target, Toolchain, target_named, target_of
-from grader.targets.compiled import ARCHIVE_FILE, folder_sources
+from grader.targets.compiled import ARCHIVE_FILE
 
 COMPILE_TIME_LIMIT_S = 300
 # Compilers run on untrusted sources (include tricks, template explosions): bounded like the harness.
@@ -115,7 +115,7 @@ class BuildSteps:
 def build_steps(assignment: Assignment, kernel: Kernel, sources: KernelSources, toolchain: Toolchain) -> BuildSteps:
     """How `kernel`'s library is built from its sources with the target's compiler."""
     target = target_of(assignment)
-    parts = folder_sources(kernel, sources.contents)
+    parts = target.folder_sources(kernel, sources.contents)
     objects = tuple(f"{OBJECTS_DIR}/{part}.o" for part in parts)
     link = target.compile_command(assignment, kernel, toolchain, library_flags(assignment.libraries, toolchain),
                                   ARCHIVE_FILE if parts else None)

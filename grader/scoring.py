@@ -87,7 +87,9 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
                                 f"({cases[0].message})", cases, **build)
         return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.NOT_RUN, cases[0].message, cases, **build)
     broken = next((c for c in cases if c.status.stopped_harness), None)
-    if broken and not passed:
+    # A forbidden library is what is wrong first (a python harness refuses the import the build found, so every
+    # case fails on it): its status stays `forbidden`, and the crash is the first failed case's message.
+    if broken and not passed and not artifact.forbidden_symbols:
         return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus(broken.status.value),
                             f"case '{broken.name}': {broken.message}", cases, **build)
     if kernel.partial_credit == "all_or_nothing":

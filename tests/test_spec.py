@@ -54,7 +54,7 @@ def _broken(tmp_path: Path, old: str, new: str) -> str:
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ('target = "cpp"', 'target = "fortran"', r"assignment\.toml \[assignment\]: key 'target' must be one of cuda, cpp, found 'fortran'"),
+        ('target = "cpp"', 'target = "fortran"', r"assignment\.toml \[assignment\]: key 'target' must be one of cuda, cpp, python, found 'fortran'"),
         ("weight = 2", 'weight = "two"', r"kernel 'flash_attention': key 'weight' must be float, found 'two'"),
         ("void standard_attention(", "standard_attention(", r"kernel 'standard_attention' key 'signature': expected a signature"),
         ("int N, int d)\"\n# Float32", "int N, int d, half h)\"\n# Float32", r"parameter 'half h' must be one of"),

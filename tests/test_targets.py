@@ -15,6 +15,8 @@ from grader.targets import TARGET_NAMES, target_named
 PACKAGE = PROJECT_ROOT / "grader"
 # A target's name as a literal: in code that compares with it, or a template that tests it.
 TARGET_LITERAL = re.compile(r"""["'](%s)["']""" % "|".join(TARGET_NAMES))
+# Lines where such a literal names something else: Gradescope's metadata field for the interpreter's version.
+NOT_A_TARGET = ('"python": result.environment.python',)
 
 
 def test_every_registered_target_is_found_by_its_name() -> None:
@@ -32,12 +34,12 @@ def test_a_spec_with_an_unknown_target_names_file_key_and_the_registered_targets
     for name in ("assignment.toml", "inputs.py", "numpy_reference.py"):
         (pack / name).write_text((source / name).read_text())
     spec = pack / "assignment.toml"
-    spec.write_text(spec.read_text().replace('target = "cpp"', 'target = "python"'))
+    spec.write_text(spec.read_text().replace('target = "cpp"', 'target = "fortran"'))
     with pytest.raises(SpecError) as raised:
         load_assignment(pack)
     message = str(raised.value)
     assert message.startswith(f"{spec} [assignment]: key 'target' must be one of ")
-    assert all(name in message for name in TARGET_NAMES) and "found 'python'" in message
+    assert all(name in message for name in TARGET_NAMES) and "found 'fortran'" in message
 
 
 def test_no_module_outside_the_targets_asks_which_target_it_has() -> None:
@@ -46,6 +48,6 @@ def test_no_module_outside_the_targets_asks_which_target_it_has() -> None:
         if PACKAGE / "targets" in path.parents:
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if TARGET_LITERAL.search(line):
+            if TARGET_LITERAL.search(line) and not any(other in line for other in NOT_A_TARGET):
                 found.append(f"{path.relative_to(PROJECT_ROOT)}:{number}: {line.strip()}")
     assert not found, "ask the target (grader.targets) instead:\n" + "\n".join(found)

@@ -12,7 +12,10 @@ harness starts fast and student code shares its process with as little as possib
     timing_statistics.py  the median, the relative standard error, the stop rule (the grader recomputes with them)
     device.py             the harness half every target has (`Device`) and what a call returned (`Completion`)
     c_abi.py              the C targets' shared harness half: load the library, call its `kg_call` shim by ctypes
-    cpp_device.py         the `cpp` target's harness half: NumPy buffers
+    host_memory.py        buffers as NumPy arrays in the harness's memory (the CPU targets' devices)
+    cpp_device.py         the `cpp` target's harness half: NumPy buffers, the library called on their addresses
+    python_device.py      the `python` target's harness half: the student's function called on views of NumPy
+                          buffers, its exceptions trimmed to its own frames, forbidden imports refused
     cuda_device.py        the `cuda` target's harness half: buffers on the GPU, the CUDA driver by ctypes
 
 A whole-program check's harness half stays in its plug-in (`grader.checks`), beside the half that plans it

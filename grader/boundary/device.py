@@ -1,5 +1,6 @@
 """The harness half every target has (`Device`): the device a harness runs on, its buffers, calling a kernel;
-and what one call returned (`Completion`). Each target's half (`cpp_device.py`, `cuda_device.py`) implements it."""
+and what one call returned (`Completion`). Each target's half (`cpp_device.py`, `cuda_device.py`,
+`python_device.py`) implements it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ class Completion:
     wall_ms: float
     device_ms: float | None  # None where the target has no device clock
     error: str = ""
+    # The error is an exception the kernel's own code raised (the python target), not the device's: the harness
+    # reports it as such (`EndStatus.EXCEPTION`), with `error` saying what was raised and where.
+    raised: bool = False
 
 
 class Device(Protocol):

@@ -34,7 +34,7 @@ from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_
                                       Ended, EndStatus, Event, Plan, PlannedCall, Ready, event_line, network_seen)
 
 if TYPE_CHECKING:
-    from grader.boundary.device import Device
+    from grader.boundary.device import Completion, Device
 
 LEFTOVER_SEED = 408  # "leftover" scratch: the same finite garbage on every run
 
@@ -132,8 +132,7 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
                for a in call.arguments if isinstance(a, BufferArgument) and not a.null}
     completion = device.call(library, [(a, buffers.get(a.name)) for a in call.arguments])
     if completion.status != 0:
-        progress.emit(Event.END, index, **Ended(EndStatus.DEVICE_ERROR,
-                                                message=completion.error or f"error code {completion.status}").fields())
+        progress.emit(Event.END, index, **failed(completion).fields())
         return False
     output_dir = Path(call.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -157,6 +156,12 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
     progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms, tuple(modified),
                                             tuple(out_of_bounds)).fields())
     return True
+
+
+def failed(completion: Completion) -> Ended:
+    """The `end` of a call whose completion is an error: the device's, or an exception the kernel's code raised."""
+    return Ended(EndStatus.EXCEPTION if completion.raised else EndStatus.DEVICE_ERROR,
+                 message=completion.error or f"error code {completion.status}")
 
 
 def _memory_kept_within(plan: Plan, device: Device, progress: Progress, index: int) -> bool:
@@ -183,8 +188,7 @@ def _run_composed_call(plan: Plan, call: PlannedCall, device: Device, libraries:
     completion = runner.run(composition, Path(call.output_dir), device, loaded, progress.emit, index)
     device.release()
     if completion.status != 0:
-        progress.emit(Event.END, index, **Ended(EndStatus.DEVICE_ERROR,
-                                                message=completion.error or f"error code {completion.status}").fields())
+        progress.emit(Event.END, index, **failed(completion).fields())
         return False
     if not _memory_kept_within(plan, device, progress, index):
         return False

@@ -242,6 +242,7 @@ class EndStatus(str, enum.Enum):
 
     OK = "ok"
     DEVICE_ERROR = "device_error"  # the kernel left a CUDA error (the context is unusable)
+    EXCEPTION = "exception"  # the kernel's own code raised an exception (a Python kernel): `message` says what and where
     DEVICE_MEMORY = "device_memory"  # it kept more device memory allocated than the plan allows
 
 
@@ -341,7 +342,7 @@ class Ended:
     device_ms: float | None = None  # None where the target has no device clock
     inputs_modified: tuple[str, ...] = ()  # input buffers the call wrote into
     out_of_bounds: tuple[str, ...] = ()  # writes into a buffer's margins, in words
-    message: str = ""  # device_error: the error, in the runtime's words
+    message: str = ""  # device_error: the error, in the runtime's words; exception: what was raised, and where
     held_bytes: float | None = None  # device_memory: what it kept, and the limit
     limit_bytes: float | None = None
 

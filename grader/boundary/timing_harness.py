@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.boundary.harness import Buffer, Progress, allocate, announced_device, load_library
+from grader.boundary.harness import Buffer, Progress, allocate, announced_device, failed, load_library
 from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, POISON_BITS, BufferArgument, Ended, EndStatus,
                                       Event, Plan, PlannedCall)
 from grader.boundary.timers import WallTimer, timer_for
@@ -163,8 +163,7 @@ class KernelTimer:
         called_at = time.perf_counter()
         completion = self.device.call(self.library, entry.argument_list())
         if completion.status != 0:
-            self.progress.emit(Event.END, self.start + index, phase=phase, **Ended(
-                EndStatus.DEVICE_ERROR, message=completion.error or f"error code {completion.status}").fields())
+            self.progress.emit(Event.END, self.start + index, phase=phase, **failed(completion).fields())
             return None
         if phase == Phase.RECHECK:
             return self._save(entry, completion)

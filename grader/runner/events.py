@@ -96,10 +96,14 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
                 held, limit = end.held_bytes or 0, end.limit_bytes or 0
                 message = (f"kept {size_in_words(held)} of device memory allocated after returning (the limit is "
                            f"{size_in_words(limit)}); free what you cudaMalloc")
+            elif end.status == EndStatus.EXCEPTION:  # the kernel's code raised: what, and where in its own files
+                message = f"raised {end.message[:LOG_TAIL]}"
             else:
                 message = f"CUDA error after the call: {end.message[:LOG_TAIL]}"
             outcomes[index] = CallOutcome(call.kernel.name, call.case.name, CallStatus.CRASHED, message)
-            return index + 1  # the CUDA context is unusable: a fresh harness takes the kernel's next case
+            # The CUDA context is unusable (a Python kernel's module state, after an exception, untrusted): a fresh
+            # harness takes the kernel's next case.
+            return index + 1
         elif kind == Event.FINISHED and started is None and expected == stop and not finished:
             finished = True
         else:

@@ -76,6 +76,7 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
         submission_time_limit_s=top.get("submission_time_limit_s", float, None),
         source_dirs=source_dirs,
         libraries=_libraries(top.strings("libraries", ()), f"{top.at('libraries')} key 'libraries'"),
+        python_packages=top.strings("python_packages", ()),
         gold=top.choice("gold", ("reference", "numpy"), "reference"),  # type: ignore[arg-type]
         variants=variants,
         based_on=document.based_on,

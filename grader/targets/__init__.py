@@ -11,13 +11,18 @@ reports ask the target instead. A target has two halves:
     cpp.py       C++ on the CPU: g++ (its harness half: grader.boundary.cpp_device, NumPy buffers)
     cuda.py      CUDA: nvcc, cuBLAS, compute-sanitizer (its harness half: grader.boundary.cuda_device, buffers on
                  the GPU through the CUDA driver by ctypes)
+    python.py    Python functions on NumPy arrays: modules byte-compiled and packed into a zip, forbidden imports
+                 found by parsing (its harness half: grader.boundary.python_device, which also refuses them at run
+                 time); python_build.py is its build step, run in the build sandbox
     compiled.py  the C targets' shared build half: toolchain probe, forbidden symbols (nm)
     shim.py      the C targets' generated `kg_call` shim (called by ctypes in the harness: grader.boundary.c_abi)
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
     from grader.spec import Assignment, Kernel
 
 # Target name (the spec's `target`) -> the module that holds it as `TARGET`.
-_MODULES = {"cuda": "grader.targets.cuda", "cpp": "grader.targets.cpp"}
+_MODULES = {"cuda": "grader.targets.cuda", "cpp": "grader.targets.cpp", "python": "grader.targets.python"}
 TARGET_NAMES = tuple(_MODULES)
 LIBRARY_FILE = "lib.so"  # what a target's compile command writes in its work folder, and its harness half loads
 
@@ -50,7 +55,8 @@ class Target(Protocol):
     name: str
     needs_gpu: bool  # its kernels run on a GPU: run slots per GPU, the GPU visible in the sandbox
     compute_sanitizer: bool  # compute-sanitizer can check its kernels
-    python_packages: tuple[str, ...]  # what its harness half imports: made visible inside the sandbox
+    # What its harness half imports, made visible inside the sandbox; `target_of` adds the assignment's own.
+    python_packages: tuple[str, ...]
     harness_env: dict[str, str]  # set for each correctness harness (and the sanitizer's)
     device_module: str  # its harness half, a module with `open_device(sanitizer: bool, device_code: str) -> Device`
     shim_file: str  # the generated file a build gets beside the sources
@@ -70,6 +76,11 @@ class Target(Protocol):
     def compile_command(self, assignment: Assignment, kernel: Kernel, toolchain: Toolchain,
                         libraries: tuple[str, ...], archive: str | None = None) -> list[str]:
         """The command, run in the work folder, that writes LIBRARY_FILE there (linking `archive` where given)."""
+        ...
+
+    def folder_sources(self, kernel: Kernel, files: Iterable[str]) -> list[str]:
+        """The files of the kernel's build compiled apart, each to an object of the archive its link takes from
+        (C targets: the source folder's other compiled files; a target that links nothing: none)."""
         ...
 
     def object_command(self, assignment: Assignment, toolchain: Toolchain, source: str, output: str) -> list[str]:
@@ -106,5 +117,12 @@ def target_named(name: str) -> Target:
 
 
 def target_of(assignment: Assignment) -> Target:
-    """The target of an assignment's kernels."""
-    return target_named(assignment.target)
+    """The target of an assignment's kernels, its harnesses also seeing the Python packages the assignment names
+    (`python_packages` in [assignment]: a python pack's scipy or cupy)."""
+    target = target_named(assignment.target)
+    extra = tuple(p for p in assignment.python_packages if p not in target.python_packages)
+    if not extra:
+        return target
+    widened = copy.copy(target)
+    widened.python_packages = (*target.python_packages, *extra)
+    return widened

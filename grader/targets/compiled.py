@@ -66,6 +66,9 @@ class CompiledTarget:
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
         return ()
 
+    def folder_sources(self, kernel: Kernel, files: Iterable[str]) -> list[str]:
+        return folder_sources(kernel, files)
+
     def archive_command(self, objects: list[str]) -> list[str]:
         return ["ar", "rcs", ARCHIVE_FILE, *objects]
 

@@ -1,0 +1,2 @@
+def fused(a, x, y, i):
+    return a * x[i] + y[i + 1]

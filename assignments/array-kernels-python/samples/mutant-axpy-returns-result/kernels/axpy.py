@@ -1,0 +1,3 @@
+def axpy(a, x, y, out, n):
+    out = a * x + y
+    return out

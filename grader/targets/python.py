@@ -1,0 +1,128 @@
+"""The `python` target: kernels written as Python functions (NumPy, or the packages a pack adds), called on NumPy
+arrays in a sandboxed harness, exactly where C kernels run.
+
+The spec declares a Python kernel as it does a C one, so that cases, buffers, poison, margins and gold read the same:
+
+- `signature` is the C-style signature (`void axpy(float a, const float* x, const float* y, float* out, int n)`): it
+  names the Python function and its parameters in order, and each pointer's dtype (float: float32, double: float64,
+  int: int32, long: int64);
+- `header` is the module file that defines the function (`kernels/axpy.py`, imported as `kernels.axpy` with the
+  submission's root on the import path: a student's `from kernels.util import ...` works as in their repository);
+- `forbidden_symbols` are forbidden imports: fnmatch patterns over module names, each matching a module and its
+  submodules ("scipy" forbids scipy.linalg).
+
+The calling convention (one rule): the function gets each buffer as a NumPy array of the spec's shape and dtype
+(a view into the harness's allocation, between poisoned margins), each scalar as a Python int or float, positionally
+in the signature's order. **Outputs are written in place** (`out[i] = ...`, `out[:] = ...`), into arrays that arrive
+poisoned, as a C kernel writes through its pointer: an element left unwritten is reported as never written. A value
+the function returns is ignored (the harness's log says so); rebinding a parameter (`out = x + y`) writes nothing.
+
+The "build" (`python_build.py`, run in the build sandbox like a compiler) byte-compiles the kernel's module and the
+submission's modules it imports, without importing any: a syntax error is a compile error with file and line. It
+records every import it finds (statements, and `importlib.import_module`/`__import__` with a literal name) with file
+and line; `forbidden_in` matches them against the spec's patterns. The library is a zip archive of the submission's
+source files with the generated entry (`kg_entry.json`: module, function, forbidden patterns), imported by the
+harness half (`grader.boundary.python_device`) with zipimport. That half refuses forbidden imports at run time too.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+import json
+import platform
+import sys
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from grader.boundary.python_device import BUILD_RECORD_FILE, ENTRY_FILE
+from grader.targets import LIBRARY_FILE, Toolchain
+from grader.targets import python_build
+
+if TYPE_CHECKING:
+    from grader.spec import Assignment, Kernel
+
+
+def module_name(path: str) -> str:
+    """The module a file of the submission is imported as ("kernels/axpy.py": "kernels.axpy")."""
+    parts = PurePosixPath(path).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def forbidden_imports(imports: list[tuple[str, str, int]], patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The imports a pattern matches (a module or one of its packages: "scipy" matches scipy.linalg), each as
+    "scipy.linalg (imported at kernels/axpy.py:3)": one per line of code (`from scipy.linalg import blas` records
+    scipy.linalg and scipy.linalg.blas, and names the first)."""
+    found: dict[tuple[str, int], str] = {}
+    for name, path, line in imports:
+        parts = name.split(".")
+        if (path, line) not in found and any(fnmatch.fnmatchcase(".".join(parts[:depth]), p)
+                                             for depth in range(1, len(parts) + 1) for p in patterns):
+            found[path, line] = name
+    return tuple(f"{name} (imported at {path}:{line})" for (path, line), name in sorted(found.items()))
+
+
+class PythonTarget:
+    """A target whose kernels are Python functions (see the module's docstring and `grader.targets.Target`)."""
+
+    name = "python"
+    needs_gpu = False
+    compute_sanitizer = False
+    python_packages: tuple[str, ...] = ("numpy",)  # a pack adds its own ([assignment] python_packages)
+    harness_env: dict[str, str] = {}
+    device_module = "grader.boundary.python_device"
+    shim_file = ENTRY_FILE
+
+    def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
+        # The harness's interpreter: the build compiles with it, and the bytecode it accepts is its version's.
+        return Toolchain(self.name, sys.executable, f"Python {platform.python_version()}", ())
+
+    def shim_source(self, kernel: Kernel) -> str:
+        return json.dumps({"module": module_name(kernel.header), "file": kernel.header,
+                           "function": kernel.signature.function,
+                           "parameters": [p.name for p in kernel.signature.parameters],
+                           "forbidden": list(kernel.forbidden_symbols)}, indent=1) + "\n"
+
+    def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
+        return ()
+
+    def compile_command(self, assignment: Assignment, kernel: Kernel, toolchain: Toolchain,
+                        libraries: tuple[str, ...], archive: str | None = None) -> list[str]:
+        # -I -S: the build step is the standard library alone; no site, no user or PYTHONPATH packages.
+        return [toolchain.compiler, "-I", "-S", "-c", inspect.getsource(python_build), self.shim_file,
+                BUILD_RECORD_FILE, LIBRARY_FILE]
+
+    def folder_sources(self, kernel: Kernel, files: Iterable[str]) -> list[str]:
+        return []  # nothing is linked: the modules a kernel imports are packed whole
+
+    def object_command(self, assignment: Assignment, toolchain: Toolchain, source: str, output: str) -> list[str]:
+        raise NotImplementedError("a python build has no objects: its modules are packed, not linked")
+
+    def archive_command(self, objects: list[str]) -> list[str]:
+        raise NotImplementedError("a python build has no objects: its modules are packed, not linked")
+
+    def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        """The imports of the kernel's modules that the spec's patterns forbid, with file and line (the build's record)."""
+        if not patterns:
+            return ()
+        try:
+            with zipfile.ZipFile(library) as archive:
+                record = json.loads(archive.read(BUILD_RECORD_FILE))
+            imports = [(str(name), str(path), int(line)) for name, path, line in record["imports"]]
+        except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile):
+            return ()
+        return forbidden_imports(imports, patterns)
+
+    def unavailable_reason(self) -> str | None:
+        return None  # the CPU runs it
+
+    def driver_missing(self) -> str | None:
+        return None
+
+    def device_code(self) -> str:
+        return ""
+
+
+TARGET = PythonTarget()

@@ -1,0 +1,200 @@
+"""The python target on its CPU pack (array-kernels-python): real builds in the build sandbox, real harnesses in the
+local sandbox, real verdicts; and its two halves' rules on their own (the build step's scan, the import guard)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from grader.options import Options
+from grader.pipeline import grade
+from grader.results import KernelResult, Result
+from grader.samples import Sample, variants
+from grader.spec import Assignment, load_assignment
+from grader.targets import python_build, target_named, target_of
+from grader.targets.python import forbidden_imports, module_name
+
+from conftest import grade_variant, variant_params, with_time_limit
+
+PACK = "array-kernels-python"
+Graded = Callable[[Sample | None], Result]
+
+
+@pytest.fixture(scope="module")
+def pack() -> Assignment:
+    return with_time_limit(load_assignment(PACK), 1.0)
+
+
+@pytest.fixture(scope="module")
+def graded(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Graded:
+    """Each sample graded once (a single-kernel sample: its kernel only), by name; the reference as "reference"."""
+    results: dict[str, Result] = {}
+
+    def result_of(sample: Sample | None) -> Result:
+        name = sample.name if sample else "reference"
+        if name not in results:
+            kernels = (sample.kernel,) if sample is not None and not sample.whole else ()
+            results[name] = grade_variant(pack, sample, tmp_path_factory.mktemp(name), cache_dir, kernels=kernels)
+        return results[name]
+
+    return result_of
+
+
+def kernel_of(result: Result, name: str) -> KernelResult:
+    return next(k for k in result.kernels if k.name == name)
+
+
+def sample_named(pack: Assignment, name: str) -> Sample:
+    return next(v for v in variants(pack) if v.name == name)
+
+
+def test_reference_scores_full_marks_and_names_the_interpreter(graded: Graded, pack: Assignment) -> None:
+    result = graded(None)
+    assert result.score == result.max_score == 3
+    assert all(c.max_abs_err is not None and c.max_abs_err < 1e-6 for k in result.kernels for c in k.cases)
+    assert result.environment.compiler.startswith("Python ")
+
+
+def test_template_builds_and_scores_zero_as_never_written(pack: Assignment, cache_dir: Path) -> None:
+    result = grade(pack.template_dir, pack, Options(cache_dir=cache_dir, public_only=True))
+    assert result.score == 0
+    for kernel in result.kernels:
+        assert kernel.status == "failed" and all("never written" in c.message for c in kernel.cases), kernel.message
+
+
+@pytest.mark.parametrize("sample", variant_params(PACK))
+def test_each_sample_gets_its_expected_status(sample: Sample, graded: Graded) -> None:
+    result = graded(sample)
+    for kernel in (result.kernels if sample.whole else [kernel_of(result, sample.kernel)]):
+        assert kernel.status == sample.expect, kernel.message
+        assert (kernel.score == kernel.max_score) == (sample.expect == "passed")
+        if sample.failed_cases is not None:
+            assert [c.name for c in kernel.cases if not c.passed] == list(sample.failed_cases)
+
+
+def test_a_syntax_error_is_a_compile_error_with_file_line_and_column(graded: Graded, pack: Assignment) -> None:
+    kernel = kernel_of(graded(sample_named(pack, "hostile-axpy-syntax-error")), "axpy")
+    assert kernel.message.startswith("kernels/axpy.py:3:18: error: SyntaxError: '(' was never closed")
+    assert kernel.cases == [] or all(c.status == "not_run" for c in kernel.cases)
+
+
+def test_an_exception_shows_only_the_students_frames(graded: Graded, pack: Assignment) -> None:
+    kernel = kernel_of(graded(sample_named(pack, "hostile-axpy-index-error")), "axpy")
+    # Every case crashes on its own (a fresh harness each), at its last element.
+    assert [c.status for c in kernel.cases] == ["crashed"] * 3
+    first = kernel.cases[0].message
+    assert first.startswith("raised IndexError: index 1 is out of bounds for axis 0 with size 1\n"), first
+    assert 'File "kernels/axpy.py", line 6, in axpy' in first and 'File "kernels/elementwise.py", line 2, in fused' in first
+    assert "return a * x[i] + y[i + 1]" in first
+    assert "grader" not in first and "lib.so" not in first  # neither the harness's frames nor the archive's path
+
+
+def test_a_forbidden_import_is_named_with_file_and_line_and_refused_when_run(graded: Graded, pack: Assignment) -> None:
+    kernel = kernel_of(graded(sample_named(pack, "hostile-axpy-scipy-blas")), "axpy")
+    assert kernel.forbidden_symbols == ["scipy.linalg.blas (imported at kernels/axpy.py:1)"]
+    assert kernel.score == 0
+    assert "import of 'scipy.linalg.blas' is forbidden by this assignment (it forbids 'scipy')" in kernel.message
+    assert "(while importing kernels/axpy.py)" in kernel.message
+
+
+def test_an_import_through_importlib_with_a_computed_name_is_refused_when_run(graded: Graded, pack: Assignment) -> None:
+    kernel = kernel_of(graded(sample_named(pack, "hostile-matvec-importlib-scipy")), "matvec")
+    assert kernel.forbidden_symbols == []  # no parse sees "sci" + "py"
+    assert all("raised ImportError: import of 'scipy' is forbidden by this assignment" in c.message
+               for c in kernel.cases), kernel.message
+    assert 'File "kernels/matvec.py", line 5, in matvec' in kernel.cases[0].message
+
+
+@pytest.mark.parametrize("name, words, signal", [
+    ("hostile-axpy-os-exit", "the process exited with status 0 during this case", None),
+    ("hostile-matvec-ctypes-segfault", "the process was killed by signal SIGSEGV during this case", "SIGSEGV"),
+])
+def test_a_crash_costs_only_its_case_in_the_c_kernels_words(name: str, words: str, signal: str | None, graded: Graded,
+                                                           pack: Assignment) -> None:
+    sample = sample_named(pack, name)
+    kernel = kernel_of(graded(sample), sample.kernel)
+    assert [c.status for c in kernel.cases] == ["crashed"] * 3
+    assert all(c.message.startswith(words) and c.signal == signal for c in kernel.cases), kernel.message
+
+
+def test_an_infinite_loop_times_out_at_the_call_limit(graded: Graded, pack: Assignment) -> None:
+    kernel = kernel_of(graded(sample_named(pack, "hostile-matvec-infinite-loop")), "matvec")
+    assert kernel.status == "timeout" and "case 'one-by-one': did not finish within 1 s" in kernel.message
+
+
+def test_a_returned_result_is_never_written_and_the_log_says_why(graded: Graded, pack: Assignment) -> None:
+    kernel = kernel_of(graded(sample_named(pack, "mutant-axpy-returns-result")), "axpy")
+    assert all("never written" in c.message for c in kernel.cases)
+    assert "axpy returned a ndarray, which is ignored: outputs are written in place" in kernel.log
+
+
+def build_check(tmp_path: Path, files: dict[str, str], entry: str) -> tuple[list[str], list[list[object]]]:
+    """The build step's scan on a folder holding `files`, from the module `entry`."""
+    for relative, text in files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    return python_build.check({"file": entry, "function": "f"}, set(files), str(tmp_path))
+
+
+def test_the_build_checks_the_modules_the_kernel_imports_and_no_other(tmp_path: Path) -> None:
+    errors, imports = build_check(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/k.py": "from . import helper\nimport importlib\ndef f():\n    importlib.import_module('numba')\n",
+        "pkg/helper.py": "from .deep.inner import g\n",
+        "pkg/deep/__init__.py": "",
+        "pkg/deep/inner.py": "def g(:\n",
+        "pkg/scratch.py": "this is not python\n",  # never imported: costs nothing
+    }, "pkg/k.py")
+    assert errors == ["pkg/deep/inner.py:1:7: error: SyntaxError: invalid syntax\n    def g(:\n          ^"], errors
+    assert ["numba", "pkg/k.py", 4] in imports and ["pkg.helper", "pkg/k.py", 1] in imports
+
+
+def test_a_statement_outside_its_place_is_a_compile_error_the_parser_alone_misses(tmp_path: Path) -> None:
+    errors, _ = build_check(tmp_path, {"k.py": "x = 1\nreturn x\n"}, "k.py")
+    assert len(errors) == 1 and errors[0].startswith("k.py:2:1: error: SyntaxError: 'return' outside function")
+
+
+def test_forbidden_patterns_match_a_module_and_its_packages_once_per_line() -> None:
+    imports = [("scipy.linalg", "k.py", 1), ("scipy.linalg.blas", "k.py", 1), ("numpy", "k.py", 2),
+               ("scipyx", "k.py", 3), ("torch.nn", "h.py", 9)]
+    assert forbidden_imports(imports, ("scipy", "torch*")) == (
+        "torch.nn (imported at h.py:9)", "scipy.linalg (imported at k.py:1)")
+    assert module_name("kernels/axpy.py") == "kernels.axpy" and module_name("pkg/__init__.py") == "pkg"
+
+
+def test_the_import_guard_refuses_statements_dunder_import_and_importlib_even_of_a_loaded_module() -> None:
+    # A fresh interpreter: an audit hook cannot be removed from the process that installs it.
+    code = """
+import importlib, json, fractions
+from grader.boundary.python_device import ImportGuard
+ImportGuard().forbid(["fractions", "decimal"])
+outcomes = {}
+for how, attempt in [("statement", "import fractions"), ("dunder", "__import__('fractions')"),
+                     ("importlib", "importlib.import_module('decimal')"), ("allowed", "import numbers")]:
+    try:
+        exec(attempt)
+        outcomes[how] = "imported"
+    except ImportError as error:
+        outcomes[how] = str(error)
+print(json.dumps(outcomes))
+"""
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert ran.returncode == 0, ran.stderr
+    outcomes = json.loads(ran.stdout)
+    assert outcomes["statement"] == outcomes["dunder"] == \
+        "import of 'fractions' is forbidden by this assignment (it forbids 'fractions')"
+    assert outcomes["importlib"] == "import of 'decimal' is forbidden by this assignment (it forbids 'decimal')"
+    assert outcomes["allowed"] == "imported"
+
+
+def test_a_pack_adds_the_packages_its_harnesses_see(pack: Assignment) -> None:
+    widened = target_of(dataclasses.replace(pack, python_packages=("scipy", "numpy")))
+    assert widened.python_packages == ("numpy", "scipy")
+    assert target_named("python").python_packages == ("numpy",) and target_of(pack) is target_named("python")
