@@ -109,6 +109,19 @@ class Target(Protocol):
         ...
 
 
+class HostTarget:
+    """What a target whose kernels run on the CPU the harness runs on says of the machine (a GPU target overrides)."""
+
+    def unavailable_reason(self) -> str | None:
+        return None  # the CPU runs it
+
+    def driver_missing(self) -> str | None:
+        return None
+
+    def device_code(self) -> str:
+        return ""
+
+
 def target_named(name: str) -> Target:
     """The target registered under `name` (the spec's `target`)."""
     if name not in _MODULES:

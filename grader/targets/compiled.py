@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.targets import Toolchain
+from grader.targets import HostTarget, Toolchain
 from grader.targets.shim import render_shim
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
 ARCHIVE_FILE = "kg_folder.a"  # the source folder's other compiled files, as objects the link takes what it needs from
 
 
-class CompiledTarget:
+class CompiledTarget(HostTarget):
     """A target whose kernels are compiled with the shim into a shared library (see `Target`)."""
 
     name: str
@@ -40,15 +40,6 @@ class CompiledTarget:
 
     def arch_flags(self, cuda_arch: str | None) -> tuple[str, ...]:
         return ()
-
-    def unavailable_reason(self) -> str | None:
-        return None  # the CPU runs it
-
-    def driver_missing(self) -> str | None:
-        return None
-
-    def device_code(self) -> str:
-        return ""
 
     def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
         compiler = self.compiler()

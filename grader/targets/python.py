@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from grader.boundary.python_device import BUILD_RECORD_FILE, ENTRY_FILE
-from grader.targets import LIBRARY_FILE, Toolchain
+from grader.targets import LIBRARY_FILE, HostTarget, Toolchain
 from grader.targets import python_build
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def forbidden_imports(imports: list[tuple[str, str, int]], patterns: tuple[str, 
     return tuple(f"{name} (imported at {path}:{line})" for (path, line), name in sorted(found.items()))
 
 
-class PythonTarget:
+class PythonTarget(HostTarget):
     """A target whose kernels are Python functions (see the module's docstring and `grader.targets.Target`)."""
 
     name = "python"
@@ -114,15 +114,6 @@ class PythonTarget:
         except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile):
             return ()
         return forbidden_imports(imports, patterns)
-
-    def unavailable_reason(self) -> str | None:
-        return None  # the CPU runs it
-
-    def driver_missing(self) -> str | None:
-        return None
-
-    def device_code(self) -> str:
-        return ""
 
 
 TARGET = PythonTarget()
