@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from test_export_gradescope import autograder_zip  # noqa: F401 -- the zip as `grader export gradescope` writes it
-from test_export_gradescope import assert_the_secret_stayed_secret, leaking_upload
+from test_export_gradescope import CONTAINER_UIDS, assert_the_secret_stayed_secret, leaking_upload
 from grader.errors import GraderError
 from grader.samples import variants
 from grader.spec import load_assignment
@@ -204,7 +204,7 @@ def grade(image: str, files: dict[str, bytes]) -> tuple[dict, str]:
     client = docker_or_skip()
     # Docker's default capabilities and seccomp profile, no network: what a grading container gets.
     container = client.containers.create(image, ["/autograder/run_autograder"], user="0", network_mode="none",
-                                         working_dir="/autograder")
+                                         working_dir="/autograder", environment=CONTAINER_UIDS)
     try:
         container.put_archive("/autograder", tar_of({f"submission/{name}": data for name, data in files.items()}))
         container.start()
