@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.cache import STAGING
 from grader.results import Result
 from grader.samples import Sample, variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
@@ -62,11 +63,14 @@ def victim() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _inputs_digest(cache_dir: Path) -> str:
-    digest = hashlib.sha256()
+def _inputs_digests(cache_dir: Path) -> dict[Path, str]:
+    """Each cached input's digest. Other tests share the session's cache: their entries being staged (renamed into
+    place as they finish) are left out, and an entry they add later is not this test's to compare."""
+    digests = {}
     for path in sorted((cache_dir / "inputs").rglob("*.npy")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+        if STAGING not in str(path.relative_to(cache_dir)):
+            digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
 
 
 def grade_attack(name: str, flash: Assignment, backend: str, tmp_path: Path, cache_dir: Path) -> tuple[Result, float]:
@@ -101,8 +105,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
     # 3 s before the limit under test (memory, files, output) ends it. At 30 s, one that no limit ends still
     # times out, and fails its expected status.
     limited = flash if variant.expect == "timeout" else with_time_limit(flash, 30.0)
+    inputs_before = _inputs_digests(cache_dir)  # the entries earlier gradings left: an attack must change none
     result, _ = grade_attack(name, limited, backend, tmp_path, cache_dir)
-    inputs_before = _inputs_digest(cache_dir)
     check_contained(result, variant)
     assert result.environment.sandbox == backend and result.environment.sandbox_enforced
     attacked = next(k for k in result.kernels if k.name == variant.kernel)
@@ -118,7 +122,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
                      Path("/etc/pwned")):
             assert not path.exists(), path
         assert not any((cache_dir / "inputs").rglob("pwned")) and not (cache_dir / "pwned").exists()
-        assert _inputs_digest(cache_dir) == inputs_before
+        inputs_after = _inputs_digests(cache_dir)
+        assert {path: inputs_after.get(path) for path in inputs_before} == inputs_before
     for words in ATTACK_WORDS.get(name, ()):
         assert words in attacked.message, (words, attacked.message)
     if name == "attack-fake-stdout":

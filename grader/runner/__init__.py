@@ -85,11 +85,13 @@ class _Run:
     slots: Gate
     abandoned: threading.Event  # a kernel hit the machine's problem: the others start no new harness
     on_case: CaseWatcher | None = None  # told as each call starts and ends (a live line)
+    bytecode: Path | None = None  # the harness's imports' bytecode, where the machine keeps none (bytecode.py)
 
 
 def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_limit_s: float | None = None,
               wrapper: tuple[str, ...] = (), sanitizer: bool = False, parallel: int = 1, then: Then | None = None,
-              slots: Gate | None = None, on_case: CaseWatcher | None = None) -> RunReport:
+              slots: Gate | None = None, on_case: CaseWatcher | None = None,
+              bytecode: Path | None = None) -> RunReport:
     """Run every call, each kernel in harnesses of its own, up to `parallel` harnesses at once.
 
     A kernel's harness sees only that kernel's library and inputs and one writable folder of its
@@ -104,7 +106,8 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_
     gives each kernel's follow-ups once its harnesses ended: they take a slot as the kernels'
     harnesses do, after those still waiting, and their results are `RunReport.after`. `slots`:
     those of an enclosing run, whose follow-up this run is (it then runs here, in its caller's slot).
-    `on_case` is told as each call starts and ends in its harness (from the harnesses' threads).
+    `on_case` is told as each call starts and ends in its harness (from the harnesses' threads). `bytecode`:
+    a folder of bytecode the harnesses read their imports from (`grader.runner.bytecode.harness_bytecode`).
     Every harness is held to the spec's sandbox limits (`limits_for`).
     """
     started = time.perf_counter()
@@ -114,7 +117,7 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_
     own = slots is None
     slots = slots or Gate(parallel)
     run = _Run(assignment, sandbox, limits_for(assignment), target_of(assignment), wrapper, sanitizer,
-               budget, time.monotonic() + budget, slots, threading.Event(), on_case)
+               budget, time.monotonic() + budget, slots, threading.Event(), on_case, bytecode)
     if not own or slots.size == 1:
         parts = [_run_kernel(run, [calls[i] for i in group]) for group in groups]
         calls_done = time.perf_counter()
@@ -257,7 +260,7 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
                 kernel_deadline += held.waited  # waiting for a slot is not the kernel's time
                 launched_at = time.time()
                 ended = session.run(plan_file, next_index, stop, calls, run.sandbox, run.limits, run.target,
-                                    min(run.deadline, kernel_deadline), run.wrapper)
+                                    min(run.deadline, kernel_deadline), run.wrapper, bytecode=run.bytecode)
             # Beside others on a GPU, a neighbour may have held the card: only a failure alone counts.
             confirm = run.target.needs_gpu and held.shared and not fails_alone
             alone = False
