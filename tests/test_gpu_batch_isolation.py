@@ -86,7 +86,8 @@ def test_the_gpu_attackers_corpus_graded_as_one_class_hurts_no_one(gpt2: Assignm
             processes.join()
     seconds = time.monotonic() - started
     results: dict[str, Result] = {r.student: r for r in Store(store).latest(gpt2.name)}
-    retried = {s: [f"{r.stage}: {r.fault}" for r in result.retries] for s, result in results.items() if result.retries}
+    retried = {s: [f"{r.stage}: {r.fault} ({r.detail[:200]})" for r in result.retries]
+               for s, result in results.items() if result.retries}
     print(f"gpt2-m1: {len(results)} submissions with {RUN_SLOTS} run slots on one GPU in {seconds:.1f} s; the "
           f"machine's process count peaked at {processes.peak}; retried alone: {retried or 'none'}")
     assert set(results) == set(class_)
