@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -120,8 +121,12 @@ def test_host_memory_hog_is_stopped_at_the_specs_limit_without_cgroups(name: str
     assert residual.status == "passed" and residual.score == residual.max_score
     assert any("memory 4096 MiB" in line for line in result.environment.sandbox_enforced), \
         result.environment.sandbox_enforced
-    # Nothing of it stays behind: the machine has its memory back.
-    assert _available_host_bytes() > before - (2 << 30)
+    # Nothing of it stays behind: the machine has its memory back, within seconds (a killed process's 4 GiB, and
+    # the pages the driver pinned for it, are freed as it exits, which may end after the grader has moved on).
+    deadline = time.monotonic() + 15
+    while _available_host_bytes() <= before - (2 << 30) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert _available_host_bytes() > before - (2 << 30), (before >> 20, _available_host_bytes() >> 20)
 
 
 def test_a_kernel_holding_the_card_fails_alone_and_the_next_harness_finds_it_free(gpt2: Assignment, tmp_path: Path,
