@@ -36,8 +36,15 @@ def needs_sanitizer() -> None:
         pytest.skip("compute-sanitizer is not installed")
 
 
-def verdicts(result: Result) -> list[tuple]:
-    return [(k.name, k.status, k.score, [(c.name, c.status, c.passed) for c in k.cases]) for k in result.kernels]
+# Cases whose verdict a race decides from run to run (the mutant's VARIANT.toml says so): the race's one-block case
+# failed alone and passed beside others on the H200 (2026-12-04). Compared without them, and without their kernel's score.
+RACE_DECIDES = {"mutant-layernorm-race": {("layernorm", "single-token")}}
+
+
+def verdicts(result: Result, racy: set[tuple[str, str]] = frozenset()) -> list[tuple]:
+    return [(k.name, k.status, None if any(k.name == kernel for kernel, _ in racy) else k.score,
+             [(c.name, c.status, c.passed) for c in k.cases if (k.name, c.name) not in racy])
+            for k in result.kernels]
 
 
 def test_a_second_sanitize_of_the_same_artifacts_hits_the_cache(gpt2: Assignment, tmp_path: Path,
@@ -85,7 +92,8 @@ def test_harnesses_side_by_side_grade_the_corpus_as_one_at_a_time(gpt2: Assignme
         name = variant.name if variant else "reference"
         alone = grade_variant(quick, variant, tmp_path / name / "alone", cache_dir, harnesses=1)
         beside = grade_variant(quick, variant, tmp_path / name / "beside", cache_dir, harnesses=6)
-        assert verdicts(beside) == verdicts(alone), name
+        racy = RACE_DECIDES.get(name, set())
+        assert verdicts(beside, racy) == verdicts(alone, racy), name
         assert alone.environment.harnesses_at_once == 1 and beside.environment.harnesses_at_once > 1, name
 
 
