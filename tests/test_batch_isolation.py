@@ -30,6 +30,7 @@ from grader.errors import MachineError
 from grader.options import Options
 from grader.results import Result, Retry
 from grader.samples import Sample, compose, variants
+from grader.sandbox.host import make_searchable
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 from grader.store import Store
 
@@ -338,6 +339,10 @@ print(json.dumps(raised))
     def as_nobody() -> None:
         os.setgid(65534)
         os.setuid(65534)
+
+    # nobody must reach the interpreter where it is (under /root on some machines), as the `process` sandbox makes
+    # it (docs/sandbox.md): before any sandbox of this suite had run, the probe could not start (Permission denied).
+    make_searchable(Path(sys.executable).resolve())
 
     completed = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=60,
                                preexec_fn=as_nobody, cwd="/")
