@@ -121,7 +121,7 @@ def random_dag(rng: np.random.Generator, n_inputs: int, n_nodes: int, unused: in
     """A random DAG of exactly n_nodes whose output depends on every input but `unused` of them.
 
     Each node's first parent is, half the time, a node nothing uses yet ("open"), else any earlier node; a binary
-    node's second parent is any earlier node, now and then the first one again (mul(a, a), add(a, a)): nodes are
+    node's second parent is any earlier node, now and then the first one again (mul(a, a), add(a, a); never a - a, which is 0): nodes are
     shared, diamonds form. Once the open nodes, folded together pairwise, would make n_nodes, they are. `dead`
     nodes hang off the unused inputs and lead nowhere (a branch the output does not depend on).
     """
@@ -141,6 +141,8 @@ def random_dag(rng: np.random.Generator, n_inputs: int, n_nodes: int, unused: in
         b = -1
         if op in BINARY:
             b = a if rng.random() < 0.1 else usable[int(rng.integers(len(usable)))]
+            if b == a and op == SUB:
+                op = ADD  # a - a is 0 exactly: a product with it would zero whole branches' gradients
         node = g.safe(op, a, b)
         open_nodes = [n for n in open_nodes if n not in (a, b)] + [node]
         usable.append(node)
