@@ -71,6 +71,8 @@ def call_once(plan_file: Path) -> None:
             return host, host.ctypes.data
     ready = time.perf_counter()
     calls = []
+    if plan.get("python_root"):  # the python target: one plain import of each kernel's module, one call
+        return _call_python_once(plan, ready)
     for kernel in plan["kernels"]:
         library = ctypes.CDLL(kernel["library"])
         create = getattr(library, "cublasCreate_v2", None)  # as the course's main does, for a kernel using cuBLAS
@@ -112,6 +114,33 @@ def call_once(plan_file: Path) -> None:
     print(json.dumps({"buffers": plan["device"], "calls_s": round(time.perf_counter() - ready, 3), "calls": calls}))
 
 
+def _call_python_once(plan: dict, ready: float) -> None:
+    """The python target's floor: `import kernels.axpy; axpy(...)` from the submission's root, NumPy arrays of
+    the spec's shapes, no zip archive, import guard, poison or margins."""
+    import importlib
+
+    import numpy as np
+
+    sys.path.insert(0, plan["python_root"])
+    calls = []
+    for kernel in plan["kernels"]:
+        values = []
+        for argument in kernel["arguments"]:
+            if "ctype" in argument:
+                values.append(argument["value"])
+            elif argument["null"]:
+                values.append(None)
+            else:
+                host = np.zeros(argument["shape"], dtype=argument["dtype"])
+                if argument["input"]:
+                    host[...] = np.load(argument["input"]).reshape(argument["shape"])
+                values.append(host)
+        function = getattr(importlib.import_module(kernel["module"]), kernel["function"])
+        function(*values)
+        calls.append({"kernel": kernel["name"], "case": kernel["case"], "status": 0, "error": ""})
+    print(json.dumps({"buffers": plan["device"], "calls_s": round(time.perf_counter() - ready, 3), "calls": calls}))
+
+
 def floor_compile(assignment, root: Path, work: Path) -> tuple[float, dict[str, Path], list[str]]:
     """Compile every kernel at once with the grader's own commands; (wall seconds, libraries, failures)."""
     from grader.build import library_flags, toolchain_for
@@ -144,14 +173,17 @@ def floor_compile(assignment, root: Path, work: Path) -> tuple[float, dict[str, 
     return seconds, {name: folder / LIBRARY_FILE for name, (folder, _) in commands.items()}, failures
 
 
-def floor_run(assignment, libraries: dict[str, Path], work: Path, buffers: str) -> tuple[float, dict]:
+def floor_run(assignment, libraries: dict[str, Path], work: Path, buffers: str,
+              submission: Path | None = None) -> tuple[float, dict]:
     """One plain process calling each kernel once on its smallest case, its buffers `buffers`' ("cupy",
     "driver" or "numpy"); (seconds from launch to exit, its report)."""
     from grader.boundary.protocol import ScalarArgument
     from grader.cases import Seed, prepare_inputs
     from grader.runner.plan import Call, planned
     from grader.spec import allocation_of
+    from grader.targets.python import module_name
 
+    python = assignment.target == "python"
     kernels = []
     for kernel in assignment.kernels:
         case = min(kernel.cases, key=lambda c: sum(allocation_of(b, c.params) for b in kernel.buffers))
@@ -163,11 +195,14 @@ def floor_run(assignment, libraries: dict[str, Path], work: Path, buffers: str) 
                 arguments.append({"ctype": argument.ctype, "value": argument.value})
             else:
                 arguments.append({"dtype": argument.dtype, "elements": argument.allocate, "null": argument.null,
+                                  "shape": list(argument.shape),
                                   "input": str(inputs / f"{argument.name}.npy") if argument.role == "input" else None})
         kernels.append({"name": kernel.name, "case": case.name, "library": str(libraries[kernel.name]),
-                        "arguments": arguments})
+                        "module": module_name(kernel.header) if python else None,
+                        "function": kernel.signature.function if python else None, "arguments": arguments})
     plan = work / "floor-plan.json"
-    plan.write_text(json.dumps({"device": buffers, "kernels": kernels}))
+    plan.write_text(json.dumps({"device": buffers, "kernels": kernels,
+                                "python_root": str(submission) if python else None}))
     started = time.perf_counter()
     completed = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--call", str(plan)],
                                capture_output=True, text=True)
@@ -235,7 +270,7 @@ def main() -> None:
         if failures:
             raise SystemExit("the floor's compile failed:\n" + "\n".join(failures))
         figures: dict = {"assignment": assignment.name, "submission": str(arguments.submission or "reference"),
-                         "kernels": len(assignment.kernels), "cores": os.cpu_count(),
+                         "kernels": len(assignment.kernels), "cores": os.cpu_count(), "target": assignment.target,
                          "floor_compile_s": round(compile_s, 3)}
         print(f"floor compile: {compile_s:.2f} s ({len(libraries)} kernels at once)", flush=True)
         from grader.runner.bytecode import lacks_bytecode
@@ -253,7 +288,7 @@ def main() -> None:
             for way in ways:
                 if way == "cupy" and importlib.util.find_spec("cupy") is None:
                     continue
-                runs[way] = floor_run(assignment, libraries, work / "floor", way)
+                runs[way] = floor_run(assignment, libraries, work / "floor", way, submission)
                 print(f"floor run ({way} buffers): {runs[way][0]:.2f} s (of which the calls "
                       f"{runs[way][1]['calls_s']:.3f} s)", flush=True)
             way = min(runs, key=lambda w: runs[w][0])
@@ -284,7 +319,8 @@ def _print_table(figures: dict, rows: list[dict]) -> None:
         print(f"| floor run | not measured: {figures.get('no_device', '')} | | |")
         return
     where = {"cupy": "CuPy and a CUDA context", "driver": "the driver's buffers and a CUDA context",
-             "numpy": "NumPy buffers"}[figures["floor_buffers"]]
+             "numpy": "NumPy buffers" if figures["target"] != "python" else "`import` and a call, NumPy arrays"
+             }[figures["floor_buffers"]]
     others = ", ".join(f"{w}: {s:.2f} s" for w, s in figures["floor_run_by_buffers_s"].items()
                        if w != figures["floor_buffers"])
     print(f"| floor run (one process: {where}, one call each) | {figures['floor_run_s']:.2f} | "
