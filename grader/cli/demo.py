@@ -39,7 +39,7 @@ def run(arguments: argparse.Namespace) -> int:
     for column in ("assignment", "sample", "expected", "score", "statuses"):
         summary.add_column(column)
     for assignment in list_assignments():
-        reason = unavailable_reason(assignment.target)
+        reason = unavailable_reason(assignment.target, assignment.python_packages)
         if reason:
             console.print(f"[yellow]skipping {assignment.name}[/]: CUDA assignment, {escape(reason)}", soft_wrap=True)
             continue

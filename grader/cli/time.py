@@ -45,7 +45,7 @@ def run(arguments: argparse.Namespace) -> int:
     timing = load_timing(assignment)  # a broken [timing] table is said before anything is built
     if not arguments.submission.exists():
         raise SubmissionError(f"submission {arguments.submission}: no such folder")
-    if reason := unavailable_reason(assignment.target):
+    if reason := unavailable_reason(assignment.target, assignment.python_packages):
         raise GraderError(f"cannot time {assignment.name}'s kernels on this machine: {reason}. Timing needs the "
                           f"{assignment.target} device the kernels run on; `grader grade` still compiles them here")
     options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
