@@ -12,14 +12,18 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from grader.boundary.timing_statistics import Summary
 from grader.device import unavailable_reason
+from grader.report.density import CPU, GPU, DensityPoint, crossovers, density_points, render
 from grader.options import Options
 from grader.pipeline import grade
 from grader.results import KernelResult, Result
 from grader.samples import Sample, compose, variants
 from grader.spec import Assignment, load_assignment, shape_of
 from grader.targets import python_build, target_of
+from grader.status import TimingStatus
 from grader.targets.python import forbidden_methods, import_patterns
+from grader.timing.results import KernelTiming, SubmissionTiming
 
 from conftest import grade_variant, variant_params, with_time_limit
 
@@ -190,6 +194,51 @@ def test_without_a_gpu_the_cupy_pack_builds_and_runs_nothing(cache_dir: Path, tm
     for kernel in result.kernels:
         assert kernel.status == "not_run" and reason in kernel.message, kernel.message
 
+
+
+def test_each_cases_density_is_its_entries_over_its_size(cpu_pack: Assignment) -> None:
+    for kernel in ("spmv", "spgemm"):
+        stated = [c.params["density"] for c in cpu_pack.kernel(kernel).cases]
+        assert stated == pytest.approx(densities(cpu_pack, kernel), rel=0.01)
+
+
+def timed(kernel: str, case: str, median_us: float) -> KernelTiming:
+    summary = Summary(10, median_us, median_us, median_us, median_us, 0.0, 0.0, "rse")
+    return KernelTiming(kernel, kernel, None, case, TimingStatus.TIMED, summary=summary)
+
+
+def test_a_sweep_becomes_four_lines_and_a_crossover_where_the_gpu_starts_winning(cpu_pack: Assignment) -> None:
+    gpu_pack = load_assignment(GPU_PACK)
+    cases = {c.name: c.params["density"] for c in cpu_pack.kernel("spmv").cases}
+    low, high = "density-1e-4", "density-0.3"  # densities 1e-4 and 0.3: log10 -4 and about -0.52
+    # SpMV: the CPU at 10 and 1000 µs, the GPU at 100 and 100: speed-ups 0.1 and 10, crossing 1 halfway in log.
+    cpu = SubmissionTiming("cpu", CPU_PACK, (timed("spmv", low, 10.0), timed("spmv", high, 1000.0),
+                                             timed("spgemm", low, 50.0)))
+    gpu = SubmissionTiming("gpu", GPU_PACK, (timed("spmv", low, 100.0), timed("spmv", high, 100.0),
+                                             timed("spgemm", low, 500.0)))
+    points = density_points(cpu, cpu_pack) + density_points(gpu, gpu_pack)
+    assert {(p.device, p.operation) for p in points} == {(CPU, "spmv"), (GPU, "spmv"), (CPU, "spgemm"), (GPU, "spgemm")}
+    found = {c.operation: c for c in crossovers(points)}
+    spmv = found["spmv"]
+    assert [s.speedup for s in spmv.speedups] == pytest.approx([0.1, 10.0])
+    assert spmv.density == pytest.approx(math.sqrt(cases[low] * cases[high])) and spmv.gpu_faster_above is True
+    assert found["spgemm"].density is None  # one density: nothing to cross
+    page = render(points, "sparse")
+    assert "Crossover at density 0.00548: the GPU is faster above it." in page
+    assert "does not cross 1 over the densities timed: the CPU is faster at every one" in page
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "No figure: matplotlib is not installed" in page and "<svg" not in page
+    else:
+        assert "<svg" in page and "No figure" not in page
+
+
+def test_two_cases_of_one_density_count_as_their_geometric_mean() -> None:
+    points = [DensityPoint(CPU, "spmv", "a", 0.01, 10.0), DensityPoint(CPU, "spmv", "b", 0.01, 40.0),
+              DensityPoint(GPU, "spmv", "a", 0.01, 20.0)]
+    (only,) = crossovers(points)
+    assert only.speedups[0].cpu_us == pytest.approx(20.0) and only.speedups[0].speedup == pytest.approx(1.0)
 
 # The CuPy half: an NVIDIA GPU and CuPy (run with `python3 -m pytest -m gpu tests/test_sparse_pack.py`).
 
