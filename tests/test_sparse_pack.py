@@ -14,16 +14,18 @@ import pytest
 
 from grader.boundary.timing_statistics import Summary
 from grader.device import unavailable_reason
-from grader.report.density import CPU, GPU, DensityPoint, crossovers, density_points, render
 from grader.options import Options
 from grader.pipeline import grade
+from grader.report.density import CPU, GPU, DensityPoint, crossovers, render
+from grader.report.hints import kernel_hints
 from grader.results import KernelResult, Result
 from grader.samples import Sample, compose, variants
 from grader.spec import Assignment, load_assignment, shape_of
-from grader.targets import python_build, target_of
 from grader.status import TimingStatus
+from grader.targets import python_build, target_of
 from grader.targets.python import forbidden_methods, import_patterns
 from grader.timing.results import KernelTiming, SubmissionTiming
+from grader.timing.sweep import density_points
 
 from conftest import grade_variant, variant_params, with_time_limit
 
@@ -83,10 +85,11 @@ def test_the_cases_span_the_issues_densities_shapes_and_formats(cpu_pack: Assign
         assert any(c.params["M"] > 4 * c.params.get("N", c.params.get("K")) for c in cases)  # tall
 
 
-def test_reference_scores_full_marks_on_both_kernels(cpu_graded: Graded) -> None:
+def test_reference_scores_full_marks_on_both_kernels(cpu_graded: Graded, cpu_pack: Assignment) -> None:
     result = cpu_graded(None)
     assert result.score == result.max_score == 2
-    assert all(k.status == "passed" and len(k.cases) == 12 for k in result.kernels), [k.message for k in result.kernels]
+    for kernel in result.kernels:
+        assert kernel.status == "passed" and len(kernel.cases) == len(cpu_pack.kernel(kernel.name).cases), kernel.message
     assert result.environment.compiler.startswith("Python ")
 
 
@@ -134,6 +137,8 @@ def test_a_dense_conversion_is_named_with_file_and_line_and_costs_the_penalty(na
     result = kernel_of(cpu_graded(sample), kernel)
     assert result.forbidden_symbols == found
     assert result.score == 0 and result.deductions and "which this assignment forbids" in result.message
+    assert kernel_hints(result) == [f"This assignment forbids {', '.join(found)}: do the work without "
+                                    f"{'it' if len(found) == 1 else 'them'}."]
     # The runs still happen: the small cases are right, the largest ones crash on the dense allocation.
     assert sum(c.passed for c in result.cases) == len(result.cases) - 2
 
@@ -197,10 +202,13 @@ def test_without_a_gpu_the_cupy_pack_builds_and_runs_nothing(cache_dir: Path, tm
 
 
 
-def test_each_cases_density_is_its_entries_over_its_size(cpu_pack: Assignment) -> None:
+def test_the_swept_cases_share_one_size_and_state_their_density(cpu_pack: Assignment) -> None:
     for kernel in ("spmv", "spgemm"):
-        stated = [c.params["density"] for c in cpu_pack.kernel(kernel).cases]
-        assert stated == pytest.approx(densities(cpu_pack, kernel), rel=0.01)
+        cases = cpu_pack.kernel(kernel).cases
+        swept = [(c, d) for c, d in zip(cases, densities(cpu_pack, kernel)) if "density" in c.params]
+        assert len(swept) >= 4 and len({(c.params["M"], c.params["N"]) for c, _ in swept}) == 1
+        assert [c.params["density"] for c, _ in swept] == pytest.approx([d for _, d in swept], rel=0.01)
+        assert max(d for _, d in swept) == pytest.approx(0.3)
 
 
 def timed(kernel: str, case: str, median_us: float) -> KernelTiming:
@@ -210,14 +218,15 @@ def timed(kernel: str, case: str, median_us: float) -> KernelTiming:
 
 def test_a_sweep_becomes_four_lines_and_a_crossover_where_the_gpu_starts_winning(cpu_pack: Assignment) -> None:
     gpu_pack = load_assignment(GPU_PACK)
-    cases = {c.name: c.params["density"] for c in cpu_pack.kernel("spmv").cases}
-    low, high = "density-1e-4", "density-0.3"  # densities 1e-4 and 0.3: log10 -4 and about -0.52
+    cases = {c.name: c.params["density"] for c in cpu_pack.kernel("spmv").cases if "density" in c.params}
+    low, high = "sweep-1e-4", "sweep-0.3"
     # SpMV: the CPU at 10 and 1000 µs, the GPU at 100 and 100: speed-ups 0.1 and 10, crossing 1 halfway in log.
     cpu = SubmissionTiming("cpu", CPU_PACK, (timed("spmv", low, 10.0), timed("spmv", high, 1000.0),
-                                             timed("spgemm", low, 50.0)))
+                                             timed("spmv", "square-csr", 1.0), timed("spgemm", "sweep-0.1", 50.0)))
     gpu = SubmissionTiming("gpu", GPU_PACK, (timed("spmv", low, 100.0), timed("spmv", high, 100.0),
-                                             timed("spgemm", low, 500.0)))
+                                             timed("spgemm", "sweep-0.1", 500.0)))
     points = density_points(cpu, cpu_pack) + density_points(gpu, gpu_pack)
+    assert "square-csr" not in {p.case for p in points}  # not a swept case: another size, no density stated
     assert {(p.device, p.operation) for p in points} == {(CPU, "spmv"), (GPU, "spmv"), (CPU, "spgemm"), (GPU, "spgemm")}
     found = {c.operation: c for c in crossovers(points)}
     spmv = found["spmv"]

@@ -88,10 +88,10 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
     """Every case of each kernel timed: a table of them, the JSON, and where asked the density page."""
     from rich.table import Table
 
-    from grader.report.density import density_points
     from grader.report.density import render as render_density
     from grader.timing.results import SubmissionTiming
     from grader.timing.run import time_submission
+    from grader.timing.sweep import density_points
 
     others = []
     for path in arguments.with_timings:  # read first: a wrong path costs no timing

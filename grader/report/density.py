@@ -2,8 +2,9 @@
 (sparse-spmv-spgemm and sparse-spmv-spgemm-cupy) as one figure, four lines (CPU/GPU x each kernel), with the GPU's
 speed-up over the CPU at each density and the density where it crosses 1.
 
-The x axis is each case's `density` parameter; the figure is matplotlib's SVG, inlined in a self-contained HTML page
-(`render`). Where matplotlib is not installed the page says so and keeps the table, which has the same figures.
+The points are plain data (`grader.timing.sweep.density_points` makes them from a sweep: the x axis is each case's
+`density` parameter); the figure is matplotlib's SVG, inlined in a self-contained HTML page (`render`). Where
+matplotlib is not installed the page says so and keeps the tables, which have the same figures.
 """
 
 from __future__ import annotations
@@ -14,11 +15,6 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from grader.spec import Assignment
-from grader.targets import target_of
-from grader.timing.results import SubmissionTiming
-
-DENSITY = "density"  # the case parameter the x axis reads
 CPU, GPU = "CPU", "GPU"
 
 
@@ -54,18 +50,6 @@ class Crossover:
     speedups: tuple[SpeedUp, ...]  # ascending density
     density: float | None  # where the speed-up crosses 1 (log-log interpolation between neighbours); None: never
     gpu_faster_above: bool | None  # the GPU wins at densities above the crossing (False: below it)
-
-
-def density_points(timing: SubmissionTiming, assignment: Assignment) -> list[DensityPoint]:
-    """The timed cases of a sweep that have a speed and a density, as points (CPU or GPU: the pack's target)."""
-    device = GPU if target_of(assignment).needs_gpu else CPU
-    points = []
-    for timed in timing.kernels:
-        case = next((c for c in assignment.kernel(timed.kernel).cases if c.name == timed.case), None)
-        density = case.params.get(DENSITY) if case is not None else None
-        if timed.median_us is not None and isinstance(density, (int, float)) and density > 0:
-            points.append(DensityPoint(device, timed.base, timed.case, float(density), timed.median_us))
-    return points
 
 
 def _geomean(values: Iterable[float]) -> float:
