@@ -11,24 +11,27 @@ import functools
 import os
 import subprocess
 
-from grader.targets import target_named
+from grader.targets import target_with
 
 
-def certainly_unavailable(target: str) -> bool:
+def certainly_unavailable(target: str, packages: tuple[str, ...] = ()) -> bool:
     """Whether this machine certainly cannot run the target's kernels, known without asking the driver
-    (safe in any process: a build worker must not initialise CUDA)."""
-    named = target_named(target)
+    (safe in any process: a build worker must not initialise CUDA). packages: the assignment's python_packages
+    (a python pack that names cupy needs a GPU)."""
+    named = target_with(target, packages)
     return named.needs_gpu and bool(os.environ.get("KERNEL_GRADER_NO_GPU") or named.driver_missing())
 
 
 @functools.cache
-def unavailable_reason(target: str) -> str | None:
-    """None if kernels of the target named `target` can run here, else why not ("this machine has no NVIDIA GPU")."""
-    if not target_named(target).needs_gpu:
+def unavailable_reason(target: str, packages: tuple[str, ...] = ()) -> str | None:
+    """None if kernels of the target named `target` (its harnesses seeing `packages`) can run here, else why not
+    ("this machine has no NVIDIA GPU")."""
+    named = target_with(target, packages)
+    if not named.needs_gpu:
         return None
     if os.environ.get("KERNEL_GRADER_NO_GPU"):  # a test seam, and a way to get compile feedback only
         return "no GPU is used here (KERNEL_GRADER_NO_GPU is set)"
-    return target_named(target).unavailable_reason()
+    return named.unavailable_reason()
 
 
 def cuda_visible_devices() -> list[str] | None:

@@ -124,7 +124,7 @@ def build_stage(path: Path | Checkout, assignment: Assignment, options: Options)
     # Not where nothing will run (a laptop, CI): a check's inputs may be large (GPT-2's weights: half a gigabyte).
     # Known without the driver, since batches build in worker processes that must not initialise CUDA.
     check_inputs = prepare_check_inputs(assignment, checks, options.cache_dir) \
-        if checks and not certainly_unavailable(assignment.target) else {}
+        if checks and not certainly_unavailable(assignment.target, assignment.python_packages) else {}
     lap("inputs")
     return Built(checkout, kernels, artifacts, selection, seed, lap.times(), sources.variants, checks, check_inputs)
 
@@ -161,7 +161,8 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
              for k, c, inputs in built.selection if built.artifacts[k.name].status == BuildStatus.BUILT]
     # The checks' calls, in harnesses of their own beside the kernels'.
     calls += check_calls(assignment, built.checks, built.artifacts, built.check_inputs, outputs_dir)
-    if (calls or built.checks) and (reason := unavailable_reason(assignment.target)):
+    reason = unavailable_reason(assignment.target, assignment.python_packages) if calls or built.checks else None
+    if reason:
         # Compile feedback still counts on a laptop: every kernel was built; none can run here.
         keys = [(c.kernel.name, c.case.name) for c in calls]
         # Inputs not prepared: the checks whose kernels built, not run either.

@@ -139,7 +139,8 @@ def build_check(tmp_path: Path, files: dict[str, str], entry: str) -> tuple[list
     for relative, text in files.items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(text)
-    return python_build.check({"file": entry, "function": "f"}, set(files), str(tmp_path))
+    errors, imports, _ = python_build.check({"file": entry, "function": "f"}, set(files), str(tmp_path))
+    return errors, imports
 
 
 def test_the_build_checks_the_modules_the_kernel_imports_and_no_other(tmp_path: Path) -> None:

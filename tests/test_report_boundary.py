@@ -15,7 +15,7 @@ import pytest
 
 REPORT = Path(__file__).resolve().parent.parent / "grader" / "report"
 # The result model, the other reports, and the libraries they render with.
-ALLOWED = ("grader.results", "grader.status", "grader.report", "jinja2", "rich")
+ALLOWED = ("grader.results", "grader.status", "grader.report", "jinja2", "rich", "matplotlib")
 
 
 def imports_of(path: Path) -> list[tuple[int, str]]:

@@ -39,9 +39,9 @@ def run(arguments: argparse.Namespace) -> int:
     for column in ("assignment", "sample", "expected", "score", "statuses"):
         summary.add_column(column)
     for assignment in list_assignments():
-        reason = unavailable_reason(assignment.target)
+        reason = unavailable_reason(assignment.target, assignment.python_packages)
         if reason:
-            console.print(f"[yellow]skipping {assignment.name}[/]: CUDA assignment, {escape(reason)}", soft_wrap=True)
+            console.print(f"[yellow]skipping {assignment.name}[/]: GPU assignment, {escape(reason)}", soft_wrap=True)
             continue
         for label, expected, submission in _samples(assignment):
             with tempfile.TemporaryDirectory(prefix="kg-demo-") as scratch:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +15,10 @@ from grader.errors import GraderError, SubmissionError
 from grader.options import Options, default_cache_dir
 from grader.sandbox import SANDBOX_NAMES
 from grader.spec import load_assignment
+
+if TYPE_CHECKING:
+    from grader.spec import Assignment
+    from grader.timing.spec import TimingSpec
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -27,6 +32,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                           "a variant's kernels, req_0/matmul one of them")
     parser.add_argument("--json", type=Path, default=None,
                         help="where the timings and the table go as JSON (default: timing-<assignment>.json here)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="time each kernel on every one of its cases, not on its timed case alone (a figure "
+                             "against a case parameter: runtime against density)")
+    parser.add_argument("--density-html", type=Path, default=None, metavar="FILE",
+                        help="with --sweep: write runtime against each case's density as an HTML page (a matplotlib "
+                             "figure where it is installed), with the GPU/CPU speed-up and its crossover density")
+    parser.add_argument("--with", dest="with_timings", type=Path, action="append", default=[], metavar="JSON",
+                        help="with --density-html: another sweep's JSON (`grader time --sweep` of the other device's "
+                             "pack) drawn beside this one; may be repeated")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="builds, inputs and gold outputs (default: $KERNEL_GRADER_CACHE or ~/.cache/kernel-grader)")
     parser.add_argument("--sandbox", default="local", choices=SANDBOX_NAMES, help="where student code runs")
@@ -45,12 +59,16 @@ def run(arguments: argparse.Namespace) -> int:
     timing = load_timing(assignment)  # a broken [timing] table is said before anything is built
     if not arguments.submission.exists():
         raise SubmissionError(f"submission {arguments.submission}: no such folder")
-    if reason := unavailable_reason(assignment.target):
+    if reason := unavailable_reason(assignment.target, assignment.python_packages):
         raise GraderError(f"cannot time {assignment.name}'s kernels on this machine: {reason}. Timing needs the "
                           f"{assignment.target} device the kernels run on; `grader grade` still compiles them here")
     options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
                       kernels=tuple(k.strip() for k in arguments.kernels.split(",")) if arguments.kernels else (),
                       jobs=arguments.jobs, cuda_arch=arguments.cuda_arch)
+    if arguments.density_html and not arguments.sweep:
+        raise GraderError("--density-html draws a sweep: add --sweep")
+    if arguments.sweep:
+        return _sweep(arguments, assignment, options, timing, console)
     student = time_submission(arguments.submission, assignment, options, timing)
     reference = time_submission(assignment.reference_dir, assignment, options, timing) \
         if arguments.against_reference else None
@@ -62,4 +80,44 @@ def run(arguments: argparse.Namespace) -> int:
                 "table": table.to_dict(), "timing_spec": timing.where}
     path.write_text(json.dumps(document, indent=2))
     console.print(f"timings (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
+    return 0
+
+
+def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Options, timing: TimingSpec,
+           console: Console) -> int:
+    """Every case of each kernel timed: a table of them, the JSON, and where asked the density page."""
+    from rich.table import Table
+
+    from grader.report.density import render as render_density
+    from grader.timing.results import SubmissionTiming
+    from grader.timing.run import time_submission
+    from grader.timing.sweep import density_points
+
+    others = []
+    for path in arguments.with_timings:  # read first: a wrong path costs no timing
+        try:
+            document = json.loads(path.read_text())
+            others.append(SubmissionTiming.from_dict(document["student"]))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise GraderError(f"--with {path}: not the JSON of `grader time --sweep` ({error})") from None
+    student = time_submission(arguments.submission, assignment, options, timing, sweep=True)
+    shown = Table(title=f"{assignment.name}: {arguments.submission} (every case)", title_justify="left")
+    for column in ("kernel", "case", "median (µs)", "±", "status"):
+        shown.add_column(column)
+    for timed in student.kernels:
+        summary = timed.summary
+        shown.add_row(timed.kernel, timed.case, f"{timed.median_us:,.1f}" if timed.median_us is not None else "–",
+                      f"{summary.rse:.1%}" if summary is not None else "", timed.message or timed.status.value)
+    console.print(shown)
+    path = arguments.json or Path(f"timing-{assignment.name}.json")
+    path.write_text(json.dumps({"student": student.to_dict(), "sweep": True, "timing_spec": timing.where}, indent=2))
+    console.print(f"timings (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
+    if arguments.density_html:
+        points = density_points(student, assignment)
+        for other in others:
+            points += density_points(other, load_assignment(other.assignment))
+        arguments.density_html.parent.mkdir(parents=True, exist_ok=True)
+        arguments.density_html.write_text(render_density(points, assignment.title), encoding="utf-8")
+        console.print(f"runtime against density (HTML) written to {escape(str(arguments.density_html))}",
+                      highlight=False, soft_wrap=True)
     return 0

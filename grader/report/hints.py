@@ -84,8 +84,15 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
         return ["It did not compile: fix the first error the compiler names (file:line below); "
                 "later errors often follow from it."]
     if kernel.status is KernelStatus.FORBIDDEN:
-        return [f"This assignment asks you to write this kernel yourself: replace the calls to "
-                f"{', '.join(kernel.forbidden_symbols) or 'the forbidden library'} with your own kernel code."]
+        # A forbidden method (a python pack's ".toarray") is named with its leading dot, as the spec's pattern is.
+        methods = [s for s in kernel.forbidden_symbols if s.startswith(".")]
+        calls = [s for s in kernel.forbidden_symbols if not s.startswith(".")]
+        them = "it" if len(methods) == 1 else "them"
+        hints = [f"This assignment forbids {', '.join(methods)}: do the work without {them}."] if methods else []
+        if calls or not methods:
+            hints.append(f"This assignment asks you to write this kernel yourself: replace the calls to "
+                         f"{', '.join(calls) or 'the forbidden library'} with your own kernel code.")
+        return hints
     compared = [c for c in kernel.cases if c.status.was_judged]
     if kernel.check is not None:  # a whole-program check's result: what its plug-in put into the result
         return list(kernel.check_hints)

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 # Target name (the spec's `target`) -> the module that holds it as `TARGET`.
 _MODULES = {"cuda": "grader.targets.cuda", "cpp": "grader.targets.cpp", "python": "grader.targets.python"}
 TARGET_NAMES = tuple(_MODULES)
+# Python packages whose code runs on an NVIDIA GPU: a pack that names one among its python_packages needs a GPU.
+GPU_PACKAGES = ("cupy", "cupyx")
 LIBRARY_FILE = "lib.so"  # what a target's compile command writes in its work folder, and its harness half loads
 
 
@@ -129,13 +131,21 @@ def target_named(name: str) -> Target:
     return importlib.import_module(_MODULES[name]).TARGET
 
 
-def target_of(assignment: Assignment) -> Target:
-    """The target of an assignment's kernels, its harnesses also seeing the Python packages the assignment names
-    (`python_packages` in [assignment]: a python pack's scipy or cupy)."""
-    target = target_named(assignment.target)
-    extra = tuple(p for p in assignment.python_packages if p not in target.python_packages)
+def target_with(name: str, packages: tuple[str, ...] = ()) -> Target:
+    """The target registered under `name`, its harnesses also seeing `packages` (a python pack's scipy or cupy);
+    a package that runs its code on a GPU (`GPU_PACKAGES`: cupy) makes the target need one."""
+    target = target_named(name)
+    extra = tuple(p for p in packages if p not in target.python_packages)
     if not extra:
         return target
     widened = copy.copy(target)
     widened.python_packages = (*target.python_packages, *extra)
+    # Its harness must see the GPU, run in a GPU slot, and is not run where there is none.
+    widened.needs_gpu = target.needs_gpu or any(p.split(".")[0] in GPU_PACKAGES for p in extra)
     return widened
+
+
+def target_of(assignment: Assignment) -> Target:
+    """The target of an assignment's kernels, its harnesses also seeing the Python packages the assignment names
+    (`python_packages` in [assignment]: a python pack's scipy or cupy)."""
+    return target_with(assignment.target, assignment.python_packages)

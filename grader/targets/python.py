@@ -9,7 +9,8 @@ The spec declares a Python kernel as it does a C one, so that cases, buffers, po
 - `header` is the module file that defines the function (`kernels/axpy.py`, imported as `kernels.axpy` with the
   submission's root on the import path: a student's `from kernels.util import ...` works as in their repository);
 - `forbidden_symbols` are forbidden imports: fnmatch patterns over module names, each matching a module and its
-  submodules ("scipy" forbids scipy.linalg).
+  submodules ("scipy" forbids scipy.linalg); a pattern with a leading dot is a forbidden method or attribute
+  (".toarray": any `x.toarray`, called or not), found by the build's scan alone.
 
 The calling convention (one rule): the function gets each buffer as a NumPy array of the spec's shape and dtype
 (a view into the harness's allocation, between poisoned margins), each scalar as a Python int or float, positionally
@@ -20,7 +21,8 @@ the function returns is ignored (the harness's log says so); rebinding a paramet
 The "build" (`python_build.py`, run in the build sandbox like a compiler) byte-compiles the kernel's module and the
 submission's modules it imports, without importing any: a syntax error is a compile error with file and line. It
 records every import it finds (statements, and `importlib.import_module`/`__import__` with a literal name) with file
-and line; `forbidden_in` matches them against the spec's patterns. The library is a zip archive of the submission's
+and line, and every attribute named (`A.toarray()`) with file and line; `forbidden_in` matches them against the
+spec's patterns. The library is a zip archive of the submission's
 source files with the generated entry (`kg_entry.json`: module, function, forbidden patterns), imported by the
 harness half (`grader.boundary.python_device`) with zipimport. That half refuses forbidden imports at run time too.
 """
@@ -28,6 +30,7 @@ harness half (`grader.boundary.python_device`) with zipimport. That half refuses
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import inspect
 import json
 import platform
@@ -38,7 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from grader.boundary.python_device import BUILD_RECORD_FILE, ENTRY_FILE
-from grader.targets import LIBRARY_FILE, HostTarget, Toolchain
+from grader.targets import LIBRARY_FILE, HostTarget, Toolchain, target_named
 from grader.targets import python_build
 
 if TYPE_CHECKING:
@@ -49,6 +52,23 @@ def module_name(path: str) -> str:
     """The module a file of the submission is imported as ("kernels/axpy.py": "kernels.axpy")."""
     parts = PurePosixPath(path).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+METHOD_PREFIX = "."  # a forbidden pattern that names a method or attribute (".toarray"), not a module
+
+
+def import_patterns(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The patterns that forbid imports (the import guard's), the method patterns left out."""
+    return tuple(p for p in patterns if not p.startswith(METHOD_PREFIX))
+
+
+def forbidden_methods(attributes: list[tuple[str, str, int]], patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The attributes a method pattern (".toarray", ".to*") names, each as ".toarray (used at kernels/k.py:7)",
+    in file and line order."""
+    methods = [p[len(METHOD_PREFIX):] for p in patterns if p.startswith(METHOD_PREFIX)]
+    found = sorted({(path, line, name) for name, path, line in attributes
+                    if any(fnmatch.fnmatchcase(name, m) for m in methods)})
+    return tuple(f"{METHOD_PREFIX}{name} (used at {path}:{line})" for path, line, name in found)
 
 
 def forbidden_imports(imports: list[tuple[str, str, int]], patterns: tuple[str, ...]) -> tuple[str, ...]:
@@ -75,6 +95,21 @@ class PythonTarget(HostTarget):
     device_module = "grader.boundary.python_device"
     shim_file = ENTRY_FILE
 
+    def unavailable_reason(self) -> str | None:
+        """None where the kernels can run here; a pack whose packages need a GPU (cupy) also needs the package, the
+        driver and a GPU (asked of the driver as the cuda target asks it)."""
+        if reason := self.driver_missing():
+            return reason
+        return target_named("cuda").unavailable_reason() if self.needs_gpu else None
+
+    def driver_missing(self) -> str | None:
+        if not self.needs_gpu:
+            return None
+        absent = [p for p in self.python_packages if importlib.util.find_spec(p.split(".")[0]) is None]
+        if absent:
+            return f"this machine has no {', '.join(absent)} installed (the assignment's kernels run on a GPU with it)"
+        return target_named("cuda").driver_missing()
+
     def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
         # The harness's interpreter: the build compiles with it, and the bytecode it accepts is its version's.
         return Toolchain(self.name, sys.executable, f"Python {platform.python_version()}", ())
@@ -83,7 +118,7 @@ class PythonTarget(HostTarget):
         return json.dumps({"module": module_name(kernel.header), "file": kernel.header,
                            "function": kernel.signature.function,
                            "parameters": [p.name for p in kernel.signature.parameters],
-                           "forbidden": list(kernel.forbidden_symbols)}, indent=1) + "\n"
+                           "forbidden": list(import_patterns(kernel.forbidden_symbols))}, indent=1) + "\n"
 
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
         return ()
@@ -104,16 +139,18 @@ class PythonTarget(HostTarget):
         raise NotImplementedError("a python build has no objects: its modules are packed, not linked")
 
     def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        """The imports of the kernel's modules that the spec's patterns forbid, with file and line (the build's record)."""
+        """The imports and methods of the kernel's modules that the spec's patterns forbid, with file and line (the
+        build's record)."""
         if not patterns:
             return ()
         try:
             with zipfile.ZipFile(library) as archive:
                 record = json.loads(archive.read(BUILD_RECORD_FILE))
             imports = [(str(name), str(path), int(line)) for name, path, line in record["imports"]]
+            attributes = [(str(name), str(path), int(line)) for name, path, line in record.get("attributes", [])]
         except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile):
             return ()
-        return forbidden_imports(imports, patterns)
+        return forbidden_imports(imports, import_patterns(patterns)) + forbidden_methods(attributes, patterns)
 
 
 TARGET = PythonTarget()

@@ -9,9 +9,9 @@ own (ENTRY, the target's generated JSON, names it) and those it imports from the
 `import` statements and `importlib.import_module("...")` / `__import__("...")` calls with a literal name: a file it
 never imports (a student's scratch file) costs it nothing, as a C file the kernel does not call. A syntax error in
 one of them is printed as `file:line:column: error: ...` (the compile_error status, file and line, as g++'s) and
-the exit status is 1. Otherwise every import found, with its file and line, goes to RECORD (JSON, for the forbidden
-imports), and OUTPUT gets the work folder's files (sources, ENTRY, RECORD; no bytecode or extension modules, which
-the scan did not read).
+the exit status is 1. Otherwise every import found, and every attribute named (`A.toarray()`: "toarray"), each with
+its file and line, goes to RECORD (JSON, for the forbidden imports and methods), and OUTPUT gets the work folder's
+files (sources, ENTRY, RECORD; no bytecode or extension modules, which the scan did not read).
 
 Standard library only, and self-contained: it runs with `-I -S`, outside the grader's package.
 """
@@ -68,6 +68,13 @@ def imports_of(tree: ast.AST, path: str) -> list[tuple[str, int]]:
     return found
 
 
+def attributes_of(tree: ast.AST) -> list[tuple[str, int]]:
+    """Every attribute name `tree` reads, calls or writes (`A.toarray()`, `f = A.todense`: "toarray", "todense"),
+    with its line, once per line: what a forbidden method pattern (".toarray") is matched against."""
+    return sorted({(node.attr, node.lineno) for node in ast.walk(tree) if isinstance(node, ast.Attribute)},
+                  key=lambda found: (found[1], found[0]))
+
+
 def syntax_error_words(path: str, error: Exception) -> str:
     """g++'s shape: `file:line:column: error: what`, then the line and a caret under the column."""
     if not isinstance(error, SyntaxError):  # ValueError: null bytes in the source
@@ -80,14 +87,16 @@ def syntax_error_words(path: str, error: Exception) -> str:
     return words
 
 
-def check(entry: dict[str, object], files: set[str], root: str = ".") -> tuple[list[str], list[list[object]]]:
-    """The syntax errors of the kernel's modules, and every import they make ([name, file, line]); `files`: the
-    build's, relative to `root`."""
+def check(entry: dict[str, object], files: set[str], root: str = ".") -> tuple[list[str], list[list[object]],
+                                                                           list[list[object]]]:
+    """The syntax errors of the kernel's modules, every import they make and every attribute they name (each
+    [name, file, line]); `files`: the build's, relative to `root`."""
     first = str(entry["file"])
     if first not in files:
-        return [f"{first}: error: no such file (the module that defines {entry['function']})"], []
+        return [f"{first}: error: no such file (the module that defines {entry['function']})"], [], []
     errors: list[str] = []
     imports: list[list[object]] = []
+    attributes: list[list[object]] = []
     queue, seen = [first], {first}
     while queue:
         path = queue.pop(0)
@@ -99,6 +108,7 @@ def check(entry: dict[str, object], files: set[str], root: str = ".") -> tuple[l
         except (SyntaxError, ValueError) as error:
             errors.append(syntax_error_words(path, error))
             continue
+        attributes += [[name, path, line] for name, line in attributes_of(tree)]
         for name, line in imports_of(tree, path):
             imports.append([name, path, line])
             parts = name.split(".")
@@ -108,7 +118,7 @@ def check(entry: dict[str, object], files: set[str], root: str = ".") -> tuple[l
                 if found and found not in seen:
                     seen.add(found)
                     queue.append(found)
-    return errors, imports
+    return errors, imports, attributes
 
 
 def main(argv: list[str]) -> int:
@@ -117,12 +127,12 @@ def main(argv: list[str]) -> int:
         entry = json.load(opened)
     files = {os.path.relpath(os.path.join(folder, name)).replace(os.sep, "/")
              for folder, _, names in os.walk(".") for name in names}
-    errors, imports = check(entry, files)
+    errors, imports, attributes = check(entry, files)
     if errors:
         print("\n".join(errors), file=sys.stderr)
         return 1
     with open(record_file, "w") as record:
-        json.dump({"imports": imports}, record)
+        json.dump({"imports": imports, "attributes": attributes}, record)
     with zipfile.ZipFile(output + ".part", "w", zipfile.ZIP_STORED) as archive:
         for path in sorted(files | {record_file}):
             if not path.endswith(LEFT_OUT) and path not in (output, output + ".part"):

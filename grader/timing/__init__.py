@@ -5,6 +5,7 @@
     lock.py        one timing job per GPU: exclusive for timing, shared for correctness harnesses
     results.py     what timing found (TimingStatus, KernelTiming, SubmissionTiming), JSON-ready
     table.py       the speed-up table (vs the student's kernels/, vs the reference), tiers, the leaderboard value
+    sweep.py       a sweep's timings (every case, `grader time --sweep`) as points of runtime against density
 
 What runs in the sandbox lives in `grader.boundary`: the timing harness (`python -m grader.boundary.timing_harness`),
 its timers and CUDA driver functions, and the statistics it stops by (which the grader recomputes with).

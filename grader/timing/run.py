@@ -187,11 +187,13 @@ def _mapping(value: object) -> dict[str, Any]:
             and math.isfinite(v)}
 
 
-def time_submission(path: Path, assignment: Assignment, options: Options, timing: TimingSpec) -> SubmissionTiming:
+def time_submission(path: Path, assignment: Assignment, options: Options, timing: TimingSpec,
+                    sweep: bool = False) -> SubmissionTiming:
     """Build a submission's kernels (base and variants, as `options.kernels` selects) and time each in turn.
 
     Inputs use the assignment's public seed with nothing secret mixed in (`options.secret` is not asked
-    for): a timing is a figure, not a grade, and the re-check's gold is the timed case's.
+    for): a timing is a figure, not a grade, and the re-check's gold is the timed case's. sweep: time each
+    kernel on every one of its cases (one timing per case, in the spec's order), not on its timed case alone.
     """
     built = build_stage(path, assignment, replace(options, sanitizer=False))
     missing = {v.variant for v in built.variants if not v.submitted}
@@ -199,6 +201,7 @@ def time_submission(path: Path, assignment: Assignment, options: Options, timing
     timings = []
     for kernel in built.kernels:
         artifact = None if kernel.variant in missing else built.artifacts.get(kernel.name)
-        timings.append(time_kernel(assignment, kernel, artifact, timing, built.seed, options.cache_dir, sandbox,
-                                   options.cuda_arch))
+        specs = [replace(timing, cases=((kernel.base, c.name),)) for c in kernel.cases] if sweep else [timing]
+        timings += [time_kernel(assignment, kernel, artifact, spec, built.seed, options.cache_dir, sandbox,
+                                options.cuda_arch) for spec in specs]
     return SubmissionTiming(str(path), assignment.name, tuple(timings))

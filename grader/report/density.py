@@ -1,0 +1,131 @@
+"""Runtime against density: the timings of a sweep (`grader time --sweep`) of a CPU pack and of its GPU pack
+(sparse-spmv-spgemm and sparse-spmv-spgemm-cupy) as one figure, four lines (CPU/GPU x each kernel), with the GPU's
+speed-up over the CPU at each density and the density where it crosses 1.
+
+The points are plain data (`grader.timing.sweep.density_points` makes them from a sweep: the x axis is each case's
+`density` parameter); the figure is matplotlib's SVG, inlined in a self-contained HTML page (`render`). Where
+matplotlib is not installed the page says so and keeps the tables, which have the same figures.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+CPU, GPU = "CPU", "GPU"
+
+
+@dataclass(frozen=True)
+class DensityPoint:
+    """One kernel timed on one case: where it runs, what it computes, the case's density and the median time."""
+
+    device: str  # CPU or GPU: where the pack's kernels run
+    operation: str  # the base kernel ("spmv")
+    case: str
+    density: float
+    median_us: float
+
+
+@dataclass(frozen=True)
+class SpeedUp:
+    """The GPU against the CPU at one density (the geometric mean over that density's cases)."""
+
+    density: float
+    cpu_us: float
+    gpu_us: float
+
+    @property
+    def speedup(self) -> float:
+        return self.cpu_us / self.gpu_us
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """One operation's speed-ups by density, and where the GPU starts (or stops) being faster."""
+
+    operation: str
+    speedups: tuple[SpeedUp, ...]  # ascending density
+    density: float | None  # where the speed-up crosses 1 (log-log interpolation between neighbours); None: never
+    gpu_faster_above: bool | None  # the GPU wins at densities above the crossing (False: below it)
+
+
+def _geomean(values: Iterable[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def curve(points: Sequence[DensityPoint], device: str, operation: str) -> list[tuple[float, float]]:
+    """(density, median µs) of one line, ascending; cases of one density as their geometric mean."""
+    by_density: dict[float, list[float]] = {}
+    for p in points:
+        if p.device == device and p.operation == operation and p.median_us > 0:
+            by_density.setdefault(p.density, []).append(p.median_us)
+    return [(d, _geomean(times)) for d, times in sorted(by_density.items())]
+
+
+def crossovers(points: Sequence[DensityPoint]) -> list[Crossover]:
+    """Each operation timed on both devices: its speed-up at each density both have, and its crossing of 1."""
+    found = []
+    for operation in dict.fromkeys(p.operation for p in points):
+        cpu, gpu = dict(curve(points, CPU, operation)), dict(curve(points, GPU, operation))
+        speedups = tuple(SpeedUp(d, cpu[d], gpu[d]) for d in sorted(cpu.keys() & gpu.keys()))
+        if speedups:
+            found.append(Crossover(operation, speedups, *_crossing(speedups)))
+    return found
+
+
+def _crossing(speedups: Sequence[SpeedUp]) -> tuple[float | None, bool | None]:
+    """The first density where the speed-up crosses 1, interpolated in log density and log speed-up."""
+    for low, high in zip(speedups, speedups[1:]):
+        a, b = math.log(low.speedup), math.log(high.speedup)
+        if a == 0:
+            return low.density, b > 0
+        if a * b < 0 or b == 0:
+            share = a / (a - b)
+            x = math.log(low.density) + share * (math.log(high.density) - math.log(low.density))
+            return math.exp(x), b > a
+    return None, None
+
+
+def figure_svg(points: Sequence[DensityPoint], title: str = "") -> str | None:
+    """The figure (runtime against density, log-log, a line per device and operation) as SVG text; None where
+    matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display: the figure is written, not shown
+        from matplotlib import pyplot
+    except ImportError:
+        return None
+    figure, axes = pyplot.subplots(figsize=(7, 4.5))
+    try:
+        for operation in dict.fromkeys(p.operation for p in points):
+            for device, style in ((CPU, "o-"), (GPU, "s--")):
+                line = curve(points, device, operation)
+                if line:
+                    axes.plot([d for d, _ in line], [t / 1000 for _, t in line], style, label=f"{device} {operation}")
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlabel("density (stored entries / (rows x columns))")
+        axes.set_ylabel("median time per call (ms)")
+        axes.set_title(title)
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend()
+        figure.tight_layout()
+        svg = io.StringIO()
+        figure.savefig(svg, format="svg")
+        text = svg.getvalue()
+    finally:
+        pyplot.close(figure)
+    return text[text.index("<svg"):]  # inline in HTML: no XML declaration or doctype
+
+
+def render(points: Sequence[DensityPoint], title: str) -> str:
+    """The page: the figure (or why there is none), each operation's speed-ups and crossover, every point."""
+    from grader.report.render import environment
+
+    return environment(autoescape=True).get_template("density.html.j2").render(
+        title=title, figure=figure_svg(points, title), crossovers=crossovers(points),
+        points=sorted(points, key=lambda p: (p.operation, p.device, p.density, p.case)))
