@@ -103,12 +103,15 @@ class PythonTarget(HostTarget):
         return target_named("cuda").unavailable_reason() if self.needs_gpu else None
 
     def driver_missing(self) -> str | None:
-        if not self.needs_gpu:
-            return None
+        # A package the pack names but this machine lacks (scipy for a CPU pack too): the student's import would
+        # fail in the harness, a ModuleNotFoundError that is not theirs.
         absent = [p for p in self.python_packages if importlib.util.find_spec(p.split(".")[0]) is None]
         if absent:
-            return f"this machine has no {', '.join(absent)} installed (the assignment's kernels run on a GPU with it)"
-        return target_named("cuda").driver_missing()
+            # CuPy's wheel is named for the CUDA version (cupy-cuda12x, cupy-cuda13x): no one command fits.
+            why = (" (the assignment's kernels run on a GPU with it)" if self.needs_gpu
+                   else f": pip install {' '.join(absent)}")
+            return f"this machine has no {', '.join(absent)} installed{why}"
+        return target_named("cuda").driver_missing() if self.needs_gpu else None
 
     def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
         # The harness's interpreter: the build compiles with it, and the bytecode it accepts is its version's.
