@@ -17,7 +17,7 @@ from grader.pipeline import grade
 from grader.results import KernelResult, Result
 from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment
-from grader.targets import python_build, target_named, target_of
+from grader.targets import python_build, target_named, target_of, target_with
 from grader.targets.python import forbidden_imports, module_name
 
 from conftest import grade_variant, variant_params, with_time_limit
@@ -199,3 +199,9 @@ def test_a_pack_adds_the_packages_its_harnesses_see(pack: Assignment) -> None:
     widened = target_of(dataclasses.replace(pack, python_packages=("scipy", "numpy")))
     assert widened.python_packages == ("numpy", "scipy")
     assert target_named("python").python_packages == ("numpy",) and target_of(pack) is target_named("python")
+
+
+def test_a_package_the_pack_names_but_this_machine_lacks_is_said_before_any_case_runs() -> None:
+    assert target_with("python", ("numpy",)).unavailable_reason() is None
+    reason = target_with("python", ("kg_no_such_package",)).unavailable_reason()
+    assert reason == "this machine has no kg_no_such_package installed: pip install kg_no_such_package", reason
