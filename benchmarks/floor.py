@@ -18,6 +18,8 @@
   each stage the result reports (`stages`).
 The ratios are each grader figure over the floor's total (compile + run): absolute times move
 between machines, the ratio less. Without a GPU (a CUDA assignment), only the compile floor is measured.
+A python assignment's floor: its "compile" is the build's byte-compile, and its run one plain process that
+imports each kernel's module from the submission's root and calls it once, on NumPy arrays of the spec's shapes.
 
 Default submission: the assignment's reference as `grader.samples.compose` lays it out.
 """
@@ -265,7 +267,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kg-floor-") as scratch:
         work = Path(scratch)
         submission = arguments.submission or compose(assignment, None, work / "submission")
-        no_device = unavailable_reason(assignment.target)
+        no_device = unavailable_reason(assignment.target, assignment.python_packages)
         compile_s, libraries, failures = floor_compile(assignment, submission, work / "floor")
         if failures:
             raise SystemExit("the floor's compile failed:\n" + "\n".join(failures))
@@ -283,7 +285,9 @@ def main() -> None:
             print(f"no GPU: compile only ({no_device})")
             _print_table(figures, [])
         else:
-            ways = ("driver", "cupy") if target_of(assignment).needs_gpu else ("numpy",)
+            # A python pack's buffers are NumPy arrays wherever its kernels run (a CuPy pack's adapter copies them).
+            ways = ("driver", "cupy") if target_of(assignment).needs_gpu and assignment.target != "python" \
+                else ("numpy",)
             runs = {}
             for way in ways:
                 if way == "cupy" and importlib.util.find_spec("cupy") is None:

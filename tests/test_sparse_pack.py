@@ -25,6 +25,8 @@ from grader.status import TimingStatus
 from grader.targets import python_build, target_of
 from grader.targets.python import forbidden_methods, import_patterns
 from grader.timing.results import KernelTiming, SubmissionTiming
+from grader.timing.run import time_submission
+from grader.timing.spec import parse_timing
 from grader.timing.sweep import density_points
 
 from conftest import grade_variant, variant_params, with_time_limit
@@ -297,3 +299,16 @@ def test_a_result_left_on_the_host_is_refused_by_the_cupy_adapter(tmp_path: Path
     assert all("spmv returned numpy.ndarray; it must return A @ x as a dense CuPy vector" in c.message
                for c in kernel.cases), kernel.message
 
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_a_cupy_call_is_timed_by_cuda_events_with_the_wall_clock_beside(tmp_path: Path, cache_dir: Path) -> None:
+    pack = load_assignment(GPU_PACK)
+    quick = parse_timing({"warmup": 2, "min_calls": 5, "max_calls": 20, "cap_s": 1.0, "pool": 2}, "tests [timing]")
+    timings = time_submission(compose(pack, None, tmp_path / "reference"), pack,
+                              Options(cache_dir=cache_dir, kernels=("spmv",)), quick)
+    (spmv,) = timings.kernels
+    assert spmv.status is TimingStatus.TIMED, spmv.message
+    assert spmv.timer["clock"] == "cuda_events", spmv.timer
+    assert spmv.median_us is not None and spmv.median_us > 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU runner, from the repository root: everything that needs the GPU, each part time-boxed so
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
-#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor class overhead batch
+#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
@@ -47,6 +47,17 @@ for part in $parts; do
       tests/test_cuda_arch_probe.py ;;
     # Issue 25: where `grader check`'s time goes, each harness alone under cProfile.
     check-profile) run check-profile 200 python3 benchmarks/check_profile.py --repeat 3 ;;
+    # Issue 22: the CuPy half of the sparse pack; its runtime against density beside the SciPy half's (density.html);
+    # the python packs' floors.
+    python) run gpu-sparse-tests 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_sparse_pack.py
+            run sparse-sweep-gpu 120 python3 -m grader time assignments/sparse-spmv-spgemm-cupy/reference \
+              -a sparse-spmv-spgemm-cupy --sweep --json "$out/sweep-gpu.json"
+            run sparse-sweep-cpu 120 python3 -m grader time assignments/sparse-spmv-spgemm/reference \
+              -a sparse-spmv-spgemm --sweep --json "$out/sweep-cpu.json" --with "$out/sweep-gpu.json" \
+              --density-html "$out/density.html"
+            for pack in sparse-spmv-spgemm-cupy sparse-spmv-spgemm autodiff-reverse; do
+              run "floor-$pack" 90 python3 benchmarks/floor.py --assignment "$pack" --repeat 3 --json "$out/floor-$pack.json"
+            done ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
     # Where a harness's time goes, per backend: the per-kernel interpreter start and GPU initialisation.

@@ -140,17 +140,47 @@ class PythonDevice(HostMemory):
                 lines = student_traceback(error, library.path).split("\n", 1)
                 return Completion(CALL_FAILED, 0.0, None, "\n".join([f"{lines[0]} (while importing {library.file})",
                                                                      *lines[1:]]), raised=True)
+        events = _cuda_events()
         started = time.perf_counter()
+        if events is not None:
+            events[0].record()
         try:
             returned = library.function(*values)
         except BaseException as error:
             return Completion(CALL_FAILED, (time.perf_counter() - started) * 1e3, None,
                               student_traceback(error, library.path), raised=True)
+        device_ms = _elapsed_ms(events)
         wall_ms = (time.perf_counter() - started) * 1e3
         if returned is not None:
             print(f"kernel-grader: {library.function_name} returned a {type(returned).__name__}, which is ignored: "
                   "outputs are written in place, into the arrays it is given", file=sys.stderr, flush=True)
-        return Completion(0, wall_ms, None)
+        return Completion(0, wall_ms, device_ms)
+
+
+def _cuda_events() -> tuple[Any, Any] | None:
+    """A start and an end event on CuPy's current stream where the kernel's module has imported CuPy (a GPU pack),
+    else None: the call is then timed by CUDA events, the end one waited for, so the GPU's work is inside."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return None
+    try:
+        return cupy.cuda.Event(), cupy.cuda.Event()
+    except Exception:  # no device (or a broken context): the wall clock is all there is
+        return None
+
+
+def _elapsed_ms(events: tuple[Any, Any] | None) -> float | None:
+    """The milliseconds between the events, the end one recorded now and waited for; None where that failed (a
+    CUDA error the call left behind is the call's outputs' to show, not the clock's)."""
+    if events is None:
+        return None
+    try:
+        start, end = events
+        end.record()
+        end.synchronize()
+        return float(sys.modules["cupy"].cuda.get_elapsed_time(start, end))
+    except Exception:
+        return None
 
 
 def _imported(library: PythonLibrary) -> Callable[..., Any]:

@@ -11,6 +11,9 @@ One timer per target's harness half (chosen by the plan's `device_module`, like 
   the host function, the stop recorded before a device-wide synchronisation (work on blocking
   streams counts; work on a non-blocking stream is caught by the wall clock: `gap_ms`).
 - C++ on the CPU (`WallTimer`): the shim's wall clock around the call; nothing to flush.
+- Python (`PythonTimer`): the wall clock, or, where the kernel's module uses CuPy (a GPU pack), CuPy's events on
+  its current stream around the whole call, the end one waited for (`python_device`): the project's rule times
+  "all necessary setup costs", so conversions and copies are inside; nothing is flushed.
 
 Only the standard library, NumPy and `grader.boundary` are imported here (the harness's rule).
 """
@@ -83,6 +86,24 @@ class WallTimer:
 
     def clocks(self) -> dict[str, Any]:
         return {}
+
+
+class PythonTimer(WallTimer):
+    """The python target's timer: CUDA events where the harness recorded them around the call (a kernel module
+    using CuPy, `python_device`), the wall clock otherwise; the facts say which it was."""
+
+    def __init__(self, device: Any, spin_us: float) -> None:
+        super().__init__(device, spin_us)
+        self.clock = "wall"
+
+    def facts(self) -> dict[str, Any]:
+        return {"clock": self.clock}
+
+    def sample(self, completion: Completion, ready_at: float, called_at: float) -> Sample:
+        if completion.device_ms is None:
+            return Sample(completion.wall_ms, completion.wall_ms, 0.0)
+        self.clock = "cuda_events"
+        return Sample(completion.device_ms, completion.wall_ms, max(0.0, completion.wall_ms - completion.device_ms))
 
 
 class CudaTimer(WallTimer):
@@ -191,7 +212,8 @@ class _Nvml:
         return readings
 
 
-TIMERS = {"grader.boundary.cuda_device": CudaTimer, "grader.boundary.cpp_device": WallTimer}
+TIMERS = {"grader.boundary.cuda_device": CudaTimer, "grader.boundary.cpp_device": WallTimer,
+          "grader.boundary.python_device": PythonTimer}
 
 
 def timer_for(device_module: str, device: Any, spin_us: float) -> WallTimer:
