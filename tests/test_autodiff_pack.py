@@ -19,15 +19,14 @@ import pytest
 from grader.cases import Seed, make_case_inputs
 from grader.options import Options
 from grader.pipeline import grade
-from grader.results import KernelResult, Result
-from grader.samples import Sample, variants
+from grader.samples import Sample
 from grader.spec import Assignment, load_assignment
 
-from conftest import grade_variant, variant_params
+from conftest import variant_params
+from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of, sample_named
 
 PACK = "autodiff-reverse"
 WHOLE = ("mutant-forward-sweep-per-input",)  # graded on every kernel: it must lose the evidence kernel alone
-Graded = Callable[[Sample | None], Result]
 
 
 @pytest.fixture(scope="module")
@@ -37,26 +36,7 @@ def pack() -> Assignment:
 
 @pytest.fixture(scope="module")
 def graded(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Graded:
-    """Each sample graded once (a single-kernel sample: its kernel only, but for WHOLE), by name; the reference as
-    "reference"."""
-    results: dict[str, Result] = {}
-
-    def result_of(sample: Sample | None) -> Result:
-        name = sample.name if sample else "reference"
-        if name not in results:
-            kernels = (sample.kernel,) if sample is not None and not sample.whole and name not in WHOLE else ()
-            results[name] = grade_variant(pack, sample, tmp_path_factory.mktemp(name), cache_dir, kernels=kernels)
-        return results[name]
-
-    return result_of
-
-
-def kernel_of(result: Result, name: str) -> KernelResult:
-    return next(k for k in result.kernels if k.name == name)
-
-
-def sample_named(pack: Assignment, name: str) -> Sample:
-    return next(v for v in variants(pack) if v.name == name)
+    return graded_once(pack, tmp_path_factory, cache_dir, whole=WHOLE)
 
 
 def test_reference_scores_full_marks_in_one_sweep(graded: Graded) -> None:
@@ -80,12 +60,7 @@ def test_template_scores_zero_and_says_backward_is_yours_to_write(pack: Assignme
 
 @pytest.mark.parametrize("sample", variant_params(PACK))
 def test_each_sample_fails_exactly_its_expected_cases(sample: Sample, graded: Graded) -> None:
-    result = graded(sample)
-    for kernel in (result.kernels if sample.whole else [kernel_of(result, sample.kernel)]):
-        assert kernel.status == sample.expect, kernel.message
-        assert (kernel.score == kernel.max_score) == (sample.expect == "passed")
-        if sample.failed_cases is not None:
-            assert [c.name for c in kernel.cases if not c.passed] == list(sample.failed_cases)
+    assert_expected_verdicts(graded(sample), sample)
 
 
 @pytest.mark.parametrize("name", ["mutant-forward-sweep-per-input", "hostile-adapter-edited-to-hide-sweeps"])

@@ -8,22 +8,20 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from grader.options import Options
 from grader.pipeline import grade
-from grader.results import KernelResult, Result
-from grader.samples import Sample, variants
+from grader.samples import Sample
 from grader.spec import Assignment, load_assignment
 from grader.targets import python_build, target_named, target_of, target_with
 from grader.targets.python import forbidden_imports, module_name
 
-from conftest import grade_variant, variant_params, with_time_limit
+from conftest import variant_params, with_time_limit
+from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of, sample_named
 
 PACK = "array-kernels-python"
-Graded = Callable[[Sample | None], Result]
 
 
 @pytest.fixture(scope="module")
@@ -33,25 +31,7 @@ def pack() -> Assignment:
 
 @pytest.fixture(scope="module")
 def graded(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Graded:
-    """Each sample graded once (a single-kernel sample: its kernel only), by name; the reference as "reference"."""
-    results: dict[str, Result] = {}
-
-    def result_of(sample: Sample | None) -> Result:
-        name = sample.name if sample else "reference"
-        if name not in results:
-            kernels = (sample.kernel,) if sample is not None and not sample.whole else ()
-            results[name] = grade_variant(pack, sample, tmp_path_factory.mktemp(name), cache_dir, kernels=kernels)
-        return results[name]
-
-    return result_of
-
-
-def kernel_of(result: Result, name: str) -> KernelResult:
-    return next(k for k in result.kernels if k.name == name)
-
-
-def sample_named(pack: Assignment, name: str) -> Sample:
-    return next(v for v in variants(pack) if v.name == name)
+    return graded_once(pack, tmp_path_factory, cache_dir)
 
 
 def test_reference_scores_full_marks_and_names_the_interpreter(graded: Graded, pack: Assignment) -> None:
@@ -70,12 +50,7 @@ def test_template_builds_and_scores_zero_as_never_written(pack: Assignment, cach
 
 @pytest.mark.parametrize("sample", variant_params(PACK))
 def test_each_sample_gets_its_expected_status(sample: Sample, graded: Graded) -> None:
-    result = graded(sample)
-    for kernel in (result.kernels if sample.whole else [kernel_of(result, sample.kernel)]):
-        assert kernel.status == sample.expect, kernel.message
-        assert (kernel.score == kernel.max_score) == (sample.expect == "passed")
-        if sample.failed_cases is not None:
-            assert [c.name for c in kernel.cases if not c.passed] == list(sample.failed_cases)
+    assert_expected_verdicts(graded(sample), sample)
 
 
 def test_a_syntax_error_is_a_compile_error_with_file_line_and_column(graded: Graded, pack: Assignment) -> None:
