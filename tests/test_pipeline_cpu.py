@@ -50,6 +50,8 @@ def test_variant_changes_only_its_own_kernel(variant: Sample, flash: Assignment,
             assert target.score == target.max_score
         else:
             assert target.score < target.max_score
+        if variant.failed_cases is not None:
+            assert [c.name for c in target.cases if not c.passed] == list(variant.failed_cases)
     for name, kernel in by_name.items():
         if name != variant.kernel and not variant.whole:
             assert kernel.status == "passed" and kernel.score == kernel.max_score, (name, kernel.message)
