@@ -50,6 +50,8 @@ def test_variant_changes_only_its_own_kernel(variant: Sample, flash: Assignment,
             assert target.score == target.max_score
         else:
             assert target.score < target.max_score
+        if variant.failed_cases is not None:
+            assert [c.name for c in target.cases if not c.passed] == list(variant.failed_cases)
     for name, kernel in by_name.items():
         if name != variant.kernel and not variant.whole:
             assert kernel.status == "passed" and kernel.score == kernel.max_score, (name, kernel.message)
@@ -185,4 +187,7 @@ def test_numpy_reference_agrees_with_the_cpp_reference(flash: Assignment, tmp_pa
     for kernel, case, inputs in selection:
         expected = getattr(truth, kernel.name)(**load_inputs(inputs), **case.params)["O"]
         got = gold[(kernel.name, case.name)]["O"]
-        assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < 1e-5, (kernel.name, case.name)
+        # Scores near 190 (the large-score cases) are held by float32 only to ~1e-5 each, which every weight of
+        # the softmax inherits: a bound 10x looser there, still far below what a wrong kernel is off by.
+        bound = 1e-4 if {"score_offset", "score_spread"} & set(case.params) else 1e-5
+        assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < bound, (kernel.name, case.name)
