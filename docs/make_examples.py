@@ -107,8 +107,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=DOCS / "examples")
     arguments = parser.parse_args()
     out: Path = arguments.out
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    # terminal/ holds tmux captures made by hand (its README says how): everything else is made here again.
+    out.mkdir(parents=True, exist_ok=True)
+    for made in out.iterdir():
+        if made.name != "terminal":
+            shutil.rmtree(made) if made.is_dir() else made.unlink()
     with tempfile.TemporaryDirectory(prefix="kg-docs-") as scratch:
         results = grade_class(Path(scratch), arguments.cache_dir)
         store_path = Path(scratch) / "class.sqlite"
