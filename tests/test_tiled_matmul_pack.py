@@ -1,0 +1,184 @@
+"""tiled-matmul without a GPU: the spec (three kernels, a tile per case, cuBLAS allowed in one), the float64 gold
+and the tolerance it is judged by, and the reference, template and every sample built here with nvcc: the shared
+memory the tiled kernels' SASS shows and the naive kernel's lacks, the cuBLAS calls where they are allowed and
+where they are not. Nothing built runs here (tests/test_gpu_tiled_matmul.py runs it)."""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader import evidence
+from grader.cases import Seed, make_case_inputs
+from grader.evidence import LibraryEvidence, evidence_of
+from grader.options import Options
+from grader.pipeline import Built, build_stage
+from grader.samples import Sample, compose, variants
+from grader.sanitizer import smallest_case
+from grader.spec import Assignment, load_assignment
+from grader.status import BuildStatus, KernelStatus
+from grader.timing.spec import load_timing
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+needs_sass = pytest.mark.skipif(
+    evidence.find_cuobjdump() is None or evidence.find_nvdisasm() is None,
+    reason="cuobjdump and nvdisasm are not installed (the CUDA toolkit's, or "
+           "`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`)")
+
+TILES = (8, 16, 32)
+KERNELS = ("naive", "tiled", "cublas")
+
+
+@pytest.fixture(scope="module")
+def pack() -> Assignment:
+    return load_assignment("tiled-matmul")
+
+
+@pytest.fixture(scope="module")
+def built(pack: Assignment, cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
+    """The reference, the template and every sample (its own kernel), each built once."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    folders: dict[str, tuple[Path, tuple[str, ...]]] = {"reference": (pack.reference_dir, ()),
+                                                        "template": (pack.template_dir, ())}
+    for sample in variants(pack):
+        folders[sample.name] = (compose(pack, sample, tmp_path_factory.mktemp(sample.name) / sample.name),
+                                (sample.kernel,))
+    return {name: build_stage(folder, pack, Options(cache_dir=cache_dir, kernels=kernels))
+            for name, (folder, kernels) in folders.items()}
+
+
+def library_evidence(build: Built, kernel: str) -> LibraryEvidence:
+    artifact = build.artifacts[kernel]
+    assert artifact.status == BuildStatus.BUILT and artifact.library is not None, artifact.message
+    return evidence_of(Path(artifact.library))
+
+
+def samples_of(pack: Assignment) -> dict[str, Sample]:
+    return {s.name: s for s in variants(pack)}
+
+
+def test_three_kernels_one_product_and_cublas_allowed_in_its_own_alone(pack: Assignment) -> None:
+    assert pack.target == "cuda" and pack.gold == "numpy" and "cublas" in pack.libraries
+    assert [k.name for k in pack.kernels] == list(KERNELS)
+    for kernel in pack.kernels:
+        assert kernel.signature.function == f"matmul_{kernel.name}"
+        assert [(p.name, p.ctype, p.pointer, p.const) for p in kernel.signature.parameters[:6]] == [
+            ("A", "float", True, True), ("B", "float", True, True), ("C", "float", True, False),
+            ("M", "int", False, False), ("N", "int", False, False), ("K", "int", False, False)]
+        assert [b.name for b in kernel.buffers_with("output")] == ["C"]
+        calls_cublas_ok = not any(fnmatch.fnmatchcase("cublasSgemm_v2", p) for p in kernel.forbidden_symbols)
+        assert calls_cublas_ok == (kernel.name == "cublas"), kernel.forbidden_symbols
+        assert any(c.public for c in kernel.cases)
+    assert pack.kernel("tiled").signature.parameters[-1].name == "tile"
+
+
+def test_every_tile_edge_has_a_ragged_case_and_every_kernel_is_timed_on_square_4096(pack: Assignment) -> None:
+    tiled = pack.kernel("tiled")
+    assert {c.params["tile"] for c in tiled.cases} == set(TILES)
+    for tile in TILES:
+        # M, N and K none of them a multiple of the tile: every edge of the grid and of K is ragged.
+        assert any(c.params["tile"] == tile and all(c.params[d] % tile for d in "MNK") for c in tiled.cases), tile
+    timing = load_timing(pack)
+    for kernel in pack.kernels:
+        case = timing.timed_case(kernel)
+        assert case.name == "square-4096" and case.params["M"] == case.params["N"] == case.params["K"] == 4096
+    # The cases the kernels share are the same shapes, so one comparison reads across all three.
+    shapes = {k.name: {c.name: (c.params["M"], c.params["N"], c.params["K"]) for c in k.cases} for k in pack.kernels}
+    assert shapes["naive"] == shapes["cublas"]
+    assert all(shapes["tiled"][name] == shape for name, shape in shapes["naive"].items() if name in shapes["tiled"])
+
+
+def test_racecheck_runs_on_a_tiled_case_that_steps_several_tiles_along_k(pack: Assignment) -> None:
+    tiled = pack.kernel("tiled")
+    assert "racecheck" in tiled.sanitizer
+    case = smallest_case(tiled)
+    # With one step the second __syncthreads() guards nothing, and a race without it could not be seen.
+    assert case.params["K"] // case.params["tile"] >= 2, case
+
+
+def test_the_numpy_gold_is_the_float64_product(pack: Assignment) -> None:
+    truth = pack.numpy_reference()
+    kernel = pack.kernel("tiled")
+    case = next(c for c in kernel.cases if c.name == "ragged-small")
+    inputs = make_case_inputs(pack, kernel, case, Seed(pack.public_seed))
+    A, B = inputs["A"], inputs["B"]
+    M, N, K = (case.params[d] for d in "MNK")
+    assert A.shape == (M, K) and B.shape == (K, N) and A.dtype == B.dtype == np.float32
+    assert -1 <= A.min() and A.max() <= 1 and A.std() > 0.4  # uniform in [-1, 1]: std 0.577
+    loops = np.array([[sum(float(A[i, k]) * float(B[k, j]) for k in range(K)) for j in range(N)] for i in range(M)])
+    for name in KERNELS:
+        gold = getattr(truth, f"matmul_{name}")(**inputs, **case.params)["C"]
+        assert gold.dtype == np.float64 and gold.shape == (M, N)
+        np.testing.assert_allclose(gold, loops, rtol=1e-12, atol=1e-12)
+
+
+def test_the_tolerance_holds_a_float32_sum_over_k_4096_and_fails_one_product_dropped(pack: Assignment) -> None:
+    kernel = pack.kernel("naive")
+    case = next(c for c in kernel.cases if c.name == "square-4096")
+    inputs = make_case_inputs(pack, kernel, case, Seed(pack.public_seed))
+    rows = inputs["A"][:8]  # 8 x 4096 outputs, summed serially in float32 with two roundings a step (no FMA)
+    B = inputs["B"]
+    gold = rows.astype(np.float64) @ B.astype(np.float64)
+    tolerance = kernel.tolerance_for(case)
+    allowed = tolerance.atol + tolerance.rtol * np.abs(gold)
+    total = np.zeros(gold.shape, np.float32)
+    for k in range(B.shape[0]):
+        total += np.outer(rows[:, k], B[k]).astype(np.float32)
+    # The comment in assignment.toml: ~2e-4 measured, a 10x margin under atol.
+    assert np.max(np.abs(total - gold) / allowed) < 0.25, np.max(np.abs(total - gold))
+    # A kernel that skips K's last product (a ragged tile lost) fails: most outputs are far outside.
+    dropped = total - np.outer(rows[:, -1], B[-1])
+    assert np.mean(np.abs(dropped - gold) > allowed) > 0.9
+
+
+@needs_nvcc
+def test_the_reference_the_template_and_every_sample_compile(pack: Assignment, built: dict[str, Built]) -> None:
+    for name, build in built.items():
+        expected = {k: BuildStatus.BUILT for k in (KERNELS if name in ("reference", "template")
+                                                  else (samples_of(pack)[name].kernel,))}
+        assert {k: a.status for k, a in build.artifacts.items()} == expected, \
+            (name, {k: a.message for k, a in build.artifacts.items() if a.status != BuildStatus.BUILT})
+
+
+@needs_nvcc
+def test_cublas_is_called_in_matmul_cublas_and_forbidden_in_the_tiled_kernel_only(pack: Assignment,
+                                                                                   built: dict[str, Built]) -> None:
+    reference = built["reference"].artifacts
+    assert "cublasSgemm_v2" in library_evidence(built["reference"], "cublas").cublas_symbols
+    assert not any(a.forbidden_symbols for a in reference.values())
+    forbidden = [name for name, sample in samples_of(pack).items() if sample.expect == KernelStatus.FORBIDDEN]
+    assert forbidden == ["forbidden-tiled-calls-cublas"]
+    assert "cublasSgemm_v2" in built[forbidden[0]].artifacts["tiled"].forbidden_symbols
+    for name, build in built.items():
+        if name not in forbidden:
+            assert not any(a.forbidden_symbols for a in build.artifacts.values()), name
+
+
+@needs_nvcc
+@needs_sass
+def test_the_tiled_kernels_stage_tiles_in_shared_memory_and_the_naive_ones_do_not(pack: Assignment,
+                                                                                   built: dict[str, Built]) -> None:
+    tiled = library_evidence(built["reference"], "tiled")
+    assert tiled.sass_read, tiled.note
+    # One instantiation per tile edge, each with its two TILE x TILE float tiles, loaded (LDS) and stored (STS).
+    by_tile = {f.short_name: f for f in tiled.functions}
+    assert set(by_tile) == {f"matmul_tiled_kernel<{t}>" for t in TILES}, set(by_tile)
+    for tile in TILES:
+        function = by_tile[f"matmul_tiled_kernel<{tile}>"]
+        assert function.shared_bytes == 2 * tile * tile * 4, function
+        assert function.shared_loads > 0 and function.shared_stores > 0, function
+    naive = library_evidence(built["reference"], "naive")
+    assert naive.sass_read and naive.functions and naive.shows("shared_memory") is False, naive
+    for name, sample in samples_of(pack).items():
+        shown = library_evidence(built[name], sample.kernel)
+        if sample.kernel == "naive":
+            assert shown.shows("shared_memory") is False, name
+        elif sample.expect == KernelStatus.FORBIDDEN:
+            assert not shown.functions and shown.shows("shared_memory") is None, name  # no device code of its own
+        else:
+            assert shown.shows("shared_memory") is True, name
