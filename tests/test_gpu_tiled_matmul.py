@@ -1,0 +1,79 @@
+"""tiled-matmul on a real GPU: the reference scores full marks within a third of every tolerance, the template
+nothing, each sample exactly its expected verdict and failed cases, and the reference's tiled kernel is faster
+than its naive kernel at N = 4096 (and cuBLAS than both).
+
+Marked `gpu`: skipped with the reason where there is no CUDA device. The CPU side (spec, gold, builds, SASS
+evidence) is tests/test_tiled_matmul_pack.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.options import Options
+from grader.pipeline import grade
+from grader.results import Result
+from grader.samples import Sample
+from grader.sanitizer import sanitizer_binary
+from grader.spec import Assignment, load_assignment
+from grader.status import KernelStatus, TimingStatus
+from grader.timing.run import time_submission
+from grader.timing.spec import parse_timing
+
+from conftest import variant_params, with_time_limit
+from pack_samples import assert_expected_verdicts, graded_once
+
+pytestmark = pytest.mark.gpu
+
+# Short: three kernels on square-4096, the naive one ~0.1 s a call.
+QUICK = parse_timing({"warmup": 2, "min_calls": 5, "max_calls": 30, "cap_s": 1.0, "pool": 2}, "tests [timing]")
+
+
+@pytest.fixture(scope="module")
+def pack() -> Assignment:
+    return with_time_limit(load_assignment("tiled-matmul"), 20.0)
+
+
+@pytest.fixture(scope="module")
+def graded(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path):
+    return graded_once(pack, tmp_path_factory, cache_dir)
+
+
+def test_reference_scores_full_marks_within_a_third_of_every_tolerance(graded) -> None:
+    result: Result = graded(None)
+    assert result.score == result.max_score == 5, [(k.name, k.message) for k in result.kernels]
+    for kernel in result.kernels:
+        assert kernel.status == KernelStatus.PASSED and not kernel.deductions, kernel.message
+        for case in kernel.cases:
+            assert case.passed and case.tolerance_used is not None and case.tolerance_used <= 1 / 3, \
+                (kernel.name, case.name, case.tolerance_used)
+
+
+def test_template_scores_zero_its_outputs_never_written(pack: Assignment, cache_dir: Path) -> None:
+    result = grade(pack.template_dir, pack, Options(cache_dir=cache_dir))
+    assert result.score == 0 and {k.status for k in result.kernels} == {KernelStatus.FAILED}
+    assert all("never written" in c.message for k in result.kernels for c in k.cases)
+
+
+@pytest.mark.parametrize("sample", variant_params("tiled-matmul"))
+def test_each_sample_gets_exactly_its_expected_verdict(sample: Sample, graded) -> None:
+    if sample.name == "mutant-tiled-no-second-sync" and sanitizer_binary() is None:
+        pytest.skip("its verdict is racecheck's (which cases its race spoils varies): compute-sanitizer is not installed")
+    result = graded(sample)
+    assert_expected_verdicts(result, sample)
+    if sample.expect == KernelStatus.FORBIDDEN:
+        assert "which this assignment forbids (its outputs were correct)" in result.kernels[0].message
+    if sample.name == "mutant-tiled-no-second-sync":
+        tiled = next(k for k in result.kernels if k.name == "tiled")
+        assert "racecheck" in tiled.message, tiled.message
+
+
+def test_the_tiled_kernel_beats_the_naive_one_at_4096_and_cublas_beats_both(pack: Assignment, cache_dir: Path) -> None:
+    timings = time_submission(pack.reference_dir, pack, Options(cache_dir=cache_dir), QUICK)
+    timed = {t.kernel: t for t in timings.kernels}
+    for timing in timed.values():
+        assert timing.status is TimingStatus.TIMED and timing.case == "square-4096", timing.message
+    naive, tiled, cublas = (timed[k].median_us for k in ("naive", "tiled", "cublas"))
+    assert cublas < tiled < naive, (naive, tiled, cublas)
