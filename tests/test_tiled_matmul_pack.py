@@ -101,6 +101,19 @@ def test_racecheck_runs_on_a_tiled_case_that_steps_several_tiles_along_k(pack: A
     assert case.params["K"] // case.params["tile"] >= 2, case
 
 
+def test_every_sample_lists_real_cases_of_its_kernel_in_the_specs_order(pack: Assignment) -> None:
+    samples = samples_of(pack)
+    assert {s.kind for s in samples.values()} == {"course", "alternative", "mutant"}
+    assert {s.kernel for s in samples.values()} == {"naive", "tiled"}
+    for sample in samples.values():
+        names = [c.name for c in pack.kernel(sample.kernel).cases]
+        if sample.failed_cases is not None:
+            # The GPU test compares lists: the result's failed cases come in the spec's order.
+            assert list(sample.failed_cases) == [n for n in names if n in sample.failed_cases], sample.name
+            assert set(sample.failed_cases) <= set(names), sample.name
+            assert (sample.expect == KernelStatus.FAILED) == bool(sample.failed_cases), sample.name
+
+
 def test_the_numpy_gold_is_the_float64_product(pack: Assignment) -> None:
     truth = pack.numpy_reference()
     kernel = pack.kernel("tiled")
