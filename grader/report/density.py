@@ -107,7 +107,7 @@ def figure_svg(points: Sequence[DensityPoint], title: str = "", parameter: str =
     except ImportError:
         return None
     memory = any(p.peak_extra_bytes for p in points)
-    figure, panels = pyplot.subplots(1, 2 if memory else 1, figsize=(12 if memory else 7, 4.5), squeeze=False)
+    figure, panels = pyplot.subplots(1, 2 if memory else 1, figsize=(10 if memory else 7, 4.2), squeeze=False)
     try:
         axes = panels[0][0]
         for operation in dict.fromkeys(p.operation for p in points):
@@ -149,7 +149,7 @@ def render(points: Sequence[DensityPoint], title: str, parameter: str = "density
     """The page: the figure (or why there is none), each operation's speed-ups and crossover, where kernels' times
     cross, their memory's growth and flags, every point."""
     from grader.report.render import environment
-    from grader.report.scaling import flag_words, memory_growths, time_crossovers
+    from grader.report.scaling import flag_words, mebibytes, memory_growths, time_crossovers
 
     growths = memory_growths(points, memory_limits or {})
     return environment(autoescape=True).get_template("density.html.j2").render(
@@ -158,4 +158,4 @@ def render(points: Sequence[DensityPoint], title: str, parameter: str = "density
         # at one density is no comparison.
         crossovers=crossovers(points), time_crossovers=time_crossovers(points) if parameter != "density" else [],
         growths=growths, flags=[flag_words(g, parameter) for g in growths if g.flagged],
-        points=sorted(points, key=lambda p: (p.operation, p.device, p.density, p.case)))
+        points=sorted(points, key=lambda p: (p.operation, p.device, p.density, p.case)), size=mebibytes)

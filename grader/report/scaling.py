@@ -21,7 +21,10 @@ class MemoryGrowth:
 
     operation: str
     points: tuple[tuple[float, int], ...]  # (x, peak extra bytes), ascending x
-    exponent: float | None  # least squares of log bytes on log x over the upper half of x; None: too few points
+    # Least squares of log(growth from the x before) on log x, over the upper half of x (None: too few points).
+    # For memory c + a x^p on x doubling, the growth is a (2^p - 1) x^p / 2^p: p exactly, whatever the constant c
+    # every call holds (its tiles, the call's own cost), which would bend a fit of the bytes themselves.
+    exponent: float | None
     fitted_from: float | None  # the smallest x of the fit
     limit: float | None  # the pack's memory_exponent_limit for it (None: none)
 
@@ -71,7 +74,8 @@ def memory_growths(points: Sequence[DensityPoint], limits: Mapping[str, float]) 
                 by_x[p.density] = max(by_x.get(p.density, 0), p.peak_extra_bytes)
         if by_x:
             line = tuple(sorted(by_x.items()))
-            exponent, start = fit_exponent([(x, float(b)) for x, b in line])
+            steps = [(x, float(b - before)) for (_, before), (x, b) in zip(line, line[1:])]
+            exponent, start = fit_exponent(steps)
             found.append(MemoryGrowth(operation, line, exponent, start, limits.get(operation)))
     return found
 
