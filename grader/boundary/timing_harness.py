@@ -19,11 +19,15 @@ Progress lines (`grader.boundary.protocol`'s events, so that the watchdog sees w
 
     hello, (device | device_unavailable), then per call: start i, [loading i, loaded i,] end i
     (`end` with `phase` warmup/timed/recheck, and a timed call's `time_ms`, `wall_ms`, `gap_ms`,
-    `written`), then `timing` (the clocks and the timer's facts), finished
+    `written`), then `timing` (the clocks, the timer's facts and `peak_extra_bytes`), finished
+
+Where the grader preloaded its counting allocator (`grader/boundary/alloc_counter.c`: CPU kernels), each call's
+peak extra heap memory is read around it; `peak_extra_bytes` is the most of any call (None: not counted).
 """
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import json
 import sys
@@ -72,6 +76,29 @@ class TimingEvent(str, enum.Enum):
     """The timing harness's event beside `grader.boundary.protocol.Event`'s."""
 
     TIMING = "timing"  # after the re-check: the clocks and the timer's facts
+
+
+class AllocationMeter:
+    """Each call's peak extra heap memory, from the preloaded counting allocator (absent: `counting` is False)."""
+
+    def __init__(self) -> None:
+        process = ctypes.CDLL(None)
+        self.reset_counter = getattr(process, "kg_alloc_reset", None)
+        self.peak_counter = getattr(process, "kg_alloc_peak", None)
+        if self.peak_counter is not None:
+            self.peak_counter.restype = ctypes.c_longlong
+        self.counting = self.reset_counter is not None and self.peak_counter is not None
+        self.most: int | None = None  # the largest peak of any call so far
+
+    def reset(self) -> None:
+        """Just before a call: what is held now is its baseline (the harness's own buffers do not count)."""
+        if self.counting:
+            self.reset_counter()
+
+    def read(self) -> None:
+        """Just after a call: its peak over the baseline, kept if the largest yet."""
+        if self.counting:
+            self.most = max(self.most or 0, int(self.peak_counter()))
 
 
 class InputSet:
@@ -144,6 +171,7 @@ class KernelTimer:
         self.pool[0].reset(device, self.timer, self.pool[0])
         self.unwritten = self.pool[0].digests(device)  # what an output that only holds poison digests to
         self.calls_made = 0
+        self.meter = AllocationMeter()
 
     def rotation(self) -> tuple[int, int]:
         """The next call's buffers and data: the sets' buffers in turn, each holding the next set's data at each
@@ -160,8 +188,11 @@ class KernelTimer:
         entry = self.pool[index]
         entry.reset(self.device, self.timer, self.pool[data])
         ready_at = self.timer.prepare()
+        arguments = entry.argument_list()
+        self.meter.reset()
         called_at = time.perf_counter()
-        completion = self.device.call(self.library, entry.argument_list())
+        completion = self.device.call(self.library, arguments)
+        self.meter.read()
         if completion.status != 0:
             self.progress.emit(Event.END, self.start + index, phase=phase, **failed(completion).fields())
             return None
@@ -209,7 +240,8 @@ class KernelTimer:
         if self.call(0, 0, Phase.RECHECK) is None:  # the case's own inputs in their own buffers: gold is known
             return False
         self.progress.emit(TimingEvent.TIMING, pool=len(self.pool), stopped_by=reason, timed_s=timed_s,
-                           clocks_before=clocks_before, clocks_after=clocks_after, **self.timer.facts())
+                           clocks_before=clocks_before, clocks_after=clocks_after,
+                           peak_extra_bytes=self.meter.most, **self.timer.facts())
         return True
 
 

@@ -36,8 +36,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="time each kernel on every one of its cases, not on its timed case alone (a figure "
                              "against a case parameter: runtime against density)")
     parser.add_argument("--density-html", type=Path, default=None, metavar="FILE",
-                        help="with --sweep: write runtime against each case's density as an HTML page (a matplotlib "
-                             "figure where it is installed), with the GPU/CPU speed-up and its crossover density")
+                        help="with --sweep: write runtime against each case's density (or the pack's [timing] "
+                             "sweep_parameter, e.g. N) as an HTML page (a matplotlib figure where it is installed), "
+                             "with the GPU/CPU speed-up and its crossover density; where each call's peak extra "
+                             "memory was counted (CPU kernels), memory too, with its fitted exponents and flags")
     parser.add_argument("--with", dest="with_timings", type=Path, action="append", default=[], metavar="JSON",
                         help="with --density-html: another sweep's JSON (`grader time --sweep` of the other device's "
                              "pack) drawn beside this one; may be repeated")
@@ -89,9 +91,11 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
     from rich.table import Table
 
     from grader.report.density import render as render_density
+    from grader.report.scaling import flag_words, memory_growths
     from grader.timing.results import SubmissionTiming
     from grader.timing.run import time_submission
-    from grader.timing.sweep import density_points
+    from grader.timing.spec import load_timing
+    from grader.timing.sweep import sweep_points
 
     others = []
     for path in arguments.with_timings:  # read first: a wrong path costs no timing
@@ -102,22 +106,32 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
             raise GraderError(f"--with {path}: not the JSON of `grader time --sweep` ({error})") from None
     student = time_submission(arguments.submission, assignment, options, timing, sweep=True)
     shown = Table(title=f"{assignment.name}: {arguments.submission} (every case)", title_justify="left")
-    for column in ("kernel", "case", "median (µs)", "±", "status"):
+    for column in ("kernel", "case", "median (µs)", "±", "peak extra (KiB)", "status"):
         shown.add_column(column)
     for timed in student.kernels:
-        summary = timed.summary
+        summary, peak = timed.summary, timed.peak_extra_bytes
         shown.add_row(timed.kernel, timed.case, f"{timed.median_us:,.1f}" if timed.median_us is not None else "–",
-                      f"{summary.rse:.1%}" if summary is not None else "", timed.message or timed.status.value)
+                      f"{summary.rse:.1%}" if summary is not None else "",
+                      f"{peak / 1024:,.1f}" if peak is not None else "–", timed.message or timed.status.value)
     console.print(shown)
+    parameter = timing.sweep_parameter
+    points = sweep_points(student, assignment, parameter)
+    for growth in memory_growths(points, dict(timing.memory_exponent_limit)):
+        if growth.exponent is not None:
+            console.print(f"{growth.operation}: peak extra memory grows like {parameter}^{growth.exponent:.2f} "
+                          f"(fitted from {parameter} = {growth.fitted_from:g})", highlight=False, soft_wrap=True)
+        if growth.flagged:
+            console.print(f"[bold red]flagged:[/] {escape(flag_words(growth, parameter))}", soft_wrap=True)
     path = arguments.json or Path(f"timing-{assignment.name}.json")
     path.write_text(json.dumps({"student": student.to_dict(), "sweep": True, "timing_spec": timing.where}, indent=2))
     console.print(f"timings (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
     if arguments.density_html:
-        points = density_points(student, assignment)
         for other in others:
-            points += density_points(other, load_assignment(other.assignment))
+            pack = load_assignment(other.assignment)
+            points += sweep_points(other, pack, load_timing(pack).sweep_parameter)
         arguments.density_html.parent.mkdir(parents=True, exist_ok=True)
-        arguments.density_html.write_text(render_density(points, assignment.title), encoding="utf-8")
-        console.print(f"runtime against density (HTML) written to {escape(str(arguments.density_html))}",
+        arguments.density_html.write_text(render_density(points, assignment.title, parameter,
+                                                         dict(timing.memory_exponent_limit)), encoding="utf-8")
+        console.print(f"runtime against {parameter} (HTML) written to {escape(str(arguments.density_html))}",
                       highlight=False, soft_wrap=True)
     return 0

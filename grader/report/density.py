@@ -1,10 +1,15 @@
-"""Runtime against density: the timings of a sweep (`grader time --sweep`) of a CPU pack and of its GPU pack
-(sparse-spmv-spgemm and sparse-spmv-spgemm-cupy) as one figure, four lines (CPU/GPU x each kernel), with the GPU's
-speed-up over the CPU at each density and the density where it crosses 1.
+"""Runtime against a case parameter: the timings of a sweep (`grader time --sweep`) as one figure, a line per
+device and kernel. By default the parameter is `density` and the sweeps a CPU pack's and its GPU pack's
+(sparse-spmv-spgemm and sparse-spmv-spgemm-cupy: four lines), with the GPU's speed-up over the CPU at each density
+and the density where it crosses 1. A pack may name another ([timing] sweep_parameter: flash-attention-cpu's N);
+where the sweep counted each call's peak extra memory, a second panel draws it, with each kernel's fitted exponent,
+the kernels flagged for growing faster than the pack allows, and where two kernels' times cross
+(`grader.report.scaling`).
 
-The points are plain data (`grader.timing.sweep.density_points` makes them from a sweep: the x axis is each case's
-`density` parameter); the figure is matplotlib's SVG, inlined in a self-contained HTML page (`render`). Where
-matplotlib is not installed the page says so and keeps the tables, which have the same figures.
+The points are plain data (`grader.timing.sweep.sweep_points` makes them from a sweep: the x axis is each case's
+value of the parameter, kept in the points' `density`); the figure is matplotlib's SVG, inlined in a
+self-contained HTML page (`render`). Where matplotlib is not installed the page says so and keeps the tables,
+which have the same figures.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import io
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 CPU, GPU = "CPU", "GPU"
@@ -20,13 +25,15 @@ CPU, GPU = "CPU", "GPU"
 
 @dataclass(frozen=True)
 class DensityPoint:
-    """One kernel timed on one case: where it runs, what it computes, the case's density and the median time."""
+    """One kernel timed on one case: where it runs, what it computes, the case's density (or the swept parameter's
+    value), the median time and the most heap memory a call held beyond its arguments (None: not counted)."""
 
     device: str  # CPU or GPU: where the pack's kernels run
     operation: str  # the base kernel ("spmv")
     case: str
     density: float
     median_us: float
+    peak_extra_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -89,9 +96,9 @@ def _crossing(speedups: Sequence[SpeedUp]) -> tuple[float | None, bool | None]:
     return None, None
 
 
-def figure_svg(points: Sequence[DensityPoint], title: str = "") -> str | None:
-    """The figure (runtime against density, log-log, a line per device and operation) as SVG text; None where
-    matplotlib is not installed."""
+def figure_svg(points: Sequence[DensityPoint], title: str = "", parameter: str = "density") -> str | None:
+    """The figure (runtime against the parameter, log-log, a line per device and operation; beside it the peak
+    extra memory where it was counted) as SVG text; None where matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -99,20 +106,26 @@ def figure_svg(points: Sequence[DensityPoint], title: str = "") -> str | None:
         from matplotlib import pyplot
     except ImportError:
         return None
-    figure, axes = pyplot.subplots(figsize=(7, 4.5))
+    memory = any(p.peak_extra_bytes for p in points)
+    figure, panels = pyplot.subplots(1, 2 if memory else 1, figsize=(10 if memory else 7, 4.2), squeeze=False)
     try:
+        axes = panels[0][0]
         for operation in dict.fromkeys(p.operation for p in points):
             for device, style in ((CPU, "o-"), (GPU, "s--")):
                 line = curve(points, device, operation)
                 if line:
                     axes.plot([d for d, _ in line], [t / 1000 for _, t in line], style, label=f"{device} {operation}")
-        axes.set_xscale("log")
-        axes.set_yscale("log")
-        axes.set_xlabel("density (stored entries / (rows x columns))")
         axes.set_ylabel("median time per call (ms)")
-        axes.set_title(title)
-        axes.grid(True, which="both", alpha=0.3)
-        axes.legend()
+        _axes(axes, parameter, title)
+        if memory:
+            axes = panels[0][1]
+            for operation in dict.fromkeys(p.operation for p in points):
+                line = sorted((p.density, p.peak_extra_bytes) for p in points
+                              if p.operation == operation and p.peak_extra_bytes)
+                if line:
+                    axes.plot([x for x, _ in line], [b / 2**20 for _, b in line], "o-", label=operation)
+            axes.set_ylabel("peak extra memory per call (MiB)")
+            _axes(axes, parameter, "peak extra memory")
         figure.tight_layout()
         svg = io.StringIO()
         figure.savefig(svg, format="svg")
@@ -122,10 +135,27 @@ def figure_svg(points: Sequence[DensityPoint], title: str = "") -> str | None:
     return text[text.index("<svg"):]  # inline in HTML: no XML declaration or doctype
 
 
-def render(points: Sequence[DensityPoint], title: str) -> str:
-    """The page: the figure (or why there is none), each operation's speed-ups and crossover, every point."""
-    from grader.report.render import environment
+def _axes(axes: object, parameter: str, title: str) -> None:
+    axes.set_xscale("log")  # type: ignore[attr-defined]
+    axes.set_yscale("log")  # type: ignore[attr-defined]
+    axes.set_xlabel("density (stored entries / (rows x columns))" if parameter == "density" else parameter)  # type: ignore[attr-defined]
+    axes.set_title(title)  # type: ignore[attr-defined]
+    axes.grid(True, which="both", alpha=0.3)  # type: ignore[attr-defined]
+    axes.legend()  # type: ignore[attr-defined]
 
+
+def render(points: Sequence[DensityPoint], title: str, parameter: str = "density",
+           memory_limits: Mapping[str, float] | None = None) -> str:
+    """The page: the figure (or why there is none), each operation's speed-ups and crossover, where kernels' times
+    cross, their memory's growth and flags, every point."""
+    from grader.report.render import environment
+    from grader.report.scaling import flag_words, mebibytes, memory_growths, time_crossovers
+
+    growths = memory_growths(points, memory_limits or {})
     return environment(autoescape=True).get_template("density.html.j2").render(
-        title=title, figure=figure_svg(points, title), crossovers=crossovers(points),
-        points=sorted(points, key=lambda p: (p.operation, p.device, p.density, p.case)))
+        title=title, parameter=parameter, figure=figure_svg(points, title, parameter),
+        # Kernels against each other where the pack swept them for it (a named parameter): SpMV against SpGEMM
+        # at one density is no comparison.
+        crossovers=crossovers(points), time_crossovers=time_crossovers(points) if parameter != "density" else [],
+        growths=growths, flags=[flag_words(g, parameter) for g in growths if g.flagged],
+        points=sorted(points, key=lambda p: (p.operation, p.device, p.density, p.case)), size=mebibytes)

@@ -66,10 +66,11 @@ class Session:
     def run(self, plan_file: Path, start: int, stop: int, calls: list[Call], sandbox: Sandbox, limits: Limits,
             target: Target, deadline: float, wrapper: tuple[str, ...] = (), module: str = "grader.boundary.harness",
             options: tuple[str, ...] = (), harness_env: dict[str, str] | None = None,
-            bytecode: Path | None = None) -> HarnessExit:
+            bytecode: Path | None = None, preload: Path | None = None) -> HarnessExit:
         """`module`: the harness's (the timing harness: "grader.boundary.timing_harness", with its `options`
         after the plan's four arguments); `harness_env`: set for it (default: the target's, for correctness runs);
-        `bytecode`: a folder of bytecode for its imports, read-only (`grader.runner.bytecode`)."""
+        `bytecode`: a folder of bytecode for its imports, read-only (`grader.runner.bytecode`); `preload`: a shared
+        library the harness starts with (LD_PRELOAD, read-only: the timing's counting allocator)."""
         self.progress.touch()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": str(GRADER_ROOT),
@@ -81,12 +82,15 @@ class Session:
         env.update(target.harness_env if harness_env is None else harness_env)
         if bytecode is not None:
             env["PYTHONPYCACHEPREFIX"] = str(bytecode)
+        if preload is not None:
+            env["LD_PRELOAD"] = str(preload)
         command = [*wrapper, sys.executable, "-m", module, str(plan_file), str(self.progress), str(start), str(stop),
                    *options]
         own = calls[start:stop]
         # Only this kernel's library and inputs are visible: not the gold, not other kernels' or students' files.
         read_only = tuple(dict.fromkeys([plan_file, *(c.library for c in own), *(c.inputs_dir for c in own),
-                                         *([bytecode] if bytecode is not None else [])]))
+                                         *([bytecode] if bytecode is not None else []),
+                                         *([preload] if preload is not None else [])]))
         outbox = self.cwd.parent
         mounts = Mounts(read_only=read_only, writable=outbox, gpu=target.needs_gpu,
                         python_packages=target.python_packages)

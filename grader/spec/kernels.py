@@ -57,20 +57,13 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
     tolerance = load_tolerance(read.get("tolerance", dict), f"{where} tolerance")
 
     scalars = [p.name for p in signature.parameters if not p.pointer]
-    cases = []
-    for i, raw in enumerate(read.get("cases", list)):
-        c = Reader(raw, f"{where} cases[{i}]")
-        case_name = c.get("name", str)
-        params = {k: v for k, v in raw.items() if k not in ("name", "public", "null", "tolerance")}
-        override = c.get("tolerance", dict, None)
-        case = Case(name=case_name, public=c.get("public", bool, False), params=params, null=c.strings("null", ()),
-                    tolerance=load_tolerance(override, f"{where} case '{case_name}' tolerance") if override else None)
-        _check_case(case, scalars, buffers, f"{where} case '{case_name}'")
-        cases.append(case)
+    cases = _load_cases(read.get("cases", list), "cases", scalars, buffers, where)
     if len(cases) == 0:
         raise SpecError(f"{where}: no cases")
-    if len({c.name for c in cases}) != len(cases):
-        raise SpecError(f"{where}: case names repeat")
+    # Cases for `grader time --sweep` alone (a size or density series): never graded, so they may be slow.
+    sweep_cases = _load_cases(read.get("sweep_cases", list, []), "sweep_cases", scalars, buffers, where)
+    if len({c.name for c in cases + sweep_cases}) != len(cases) + len(sweep_cases):
+        raise SpecError(f"{where}: case names repeat (in cases and sweep_cases together)")
 
     weight = read.get("weight", float)
     if weight < 0:
@@ -84,6 +77,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         buffers=tuple(buffers),
         tolerance=tolerance,
         cases=tuple(cases),
+        sweep_cases=tuple(sweep_cases),
         time_limit_s=read.get("time_limit_s", float, defaults["time_limit_s"]),
         partial_credit=read.choice("partial_credit", ("fraction", "all_or_nothing"), defaults["partial_credit"]),  # type: ignore[arg-type]
         forbidden_symbols=read.strings("forbidden_symbols", defaults["forbidden_symbols"]),
@@ -92,6 +86,20 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         sanitizer_penalty=read.get("sanitizer_penalty", float, defaults["sanitizer_penalty"]),
         time_budget_s=read.get("time_budget_s", float, defaults["kernel_time_limit_s"]),
     )
+
+
+def _load_cases(raw_cases: list[Any], key: str, scalars: list[str], buffers: list[Buffer], where: str) -> list[Case]:
+    cases = []
+    for i, raw in enumerate(raw_cases):
+        c = Reader(raw, f"{where} {key}[{i}]")
+        case_name = c.get("name", str)
+        params = {k: v for k, v in raw.items() if k not in ("name", "public", "null", "tolerance")}
+        override = c.get("tolerance", dict, None)
+        case = Case(name=case_name, public=c.get("public", bool, False), params=params, null=c.strings("null", ()),
+                    tolerance=load_tolerance(override, f"{where} case '{case_name}' tolerance") if override else None)
+        _check_case(case, scalars, buffers, f"{where} case '{case_name}'")
+        cases.append(case)
+    return cases
 
 
 def load_tolerance(table: dict[str, Any], where: str) -> Tolerance:

@@ -113,6 +113,8 @@ class Kernel:
     # None, and its own name.
     variant: str | None = None
     base: str = ""
+    # Cases `grader time --sweep` times instead of `cases` (the kernel's `sweep_cases`): never graded.
+    sweep_cases: tuple[Case, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.base:

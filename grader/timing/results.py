@@ -31,6 +31,8 @@ class KernelTiming:
     clocks_after: dict[str, Any] = field(default_factory=dict)
     timer: dict[str, Any] = field(default_factory=dict)  # the timer's facts: L2 and flush bytes, the spin
     device: str = ""
+    # The most heap memory any call held beyond its arguments (the counting allocator: CPU kernels; None: not counted).
+    peak_extra_bytes: int | None = None
 
     @property
     def median_us(self) -> float | None:

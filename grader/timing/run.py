@@ -38,6 +38,7 @@ from grader.spec import Assignment, Case, Kernel
 from grader.status import BuildStatus, TimingStatus
 from grader.targets import target_of
 from grader.threadsafe import load_npy
+from grader.timing.alloc_counter import counter_library
 from grader.timing.lock import gpu_lock
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.spec import TimingSpec
@@ -93,7 +94,9 @@ def time_kernel(assignment: Assignment, kernel: Kernel, artifact: Artifact | Non
             # does in the student's program.
             ended = Session(workdir, outbox, 1).run(plan_file, 0, len(calls), calls, sandbox, limits_for(assignment),
                                                      target, time.monotonic() + budget, module=HARNESS_MODULE,
-                                                     options=(settings.to_json(),), harness_env={})
+                                                     options=(settings.to_json(),), harness_env={},
+                                                     # CPU kernels' memory is the harness's heap: counted.
+                                                     preload=None if target.needs_gpu else counter_library(cache_dir))
         timed = read_timing(ended.events, blank)
         if timed.status is not TimingStatus.TIMED:
             return timed
@@ -144,7 +147,7 @@ def read_timing(events: tuple[dict[str, Any], ...], blank: KernelTiming) -> Kern
                    pool=int(number(facts.get("pool")) or 0), stopped_by=stopped_by,
                    clocks_before=_mapping(facts.get("clocks_before")), clocks_after=_mapping(facts.get("clocks_after")),
                    timer={k: v for k, v in facts.items() if k in TIMER_FACTS},
-                   device=device)
+                   device=device, peak_extra_bytes=_bytes(facts.get("peak_extra_bytes")))
 
 
 def recheck(timed: KernelTiming, events: tuple[dict[str, Any], ...], produced: Path, kernel: Kernel, case: Case,
@@ -180,6 +183,10 @@ def recheck(timed: KernelTiming, events: tuple[dict[str, Any], ...], produced: P
     return timed
 
 
+def _bytes(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _mapping(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         return {}
@@ -193,7 +200,8 @@ def time_submission(path: Path, assignment: Assignment, options: Options, timing
 
     Inputs use the assignment's public seed with nothing secret mixed in (`options.secret` is not asked
     for): a timing is a figure, not a grade, and the re-check's gold is the timed case's. sweep: time each
-    kernel on every one of its cases (one timing per case, in the spec's order), not on its timed case alone.
+    kernel on every one of its sweep cases (`sweep_cases`; a kernel without them: its cases), one timing per case in
+    the spec's order, not on its timed case alone.
     """
     built = build_stage(path, assignment, replace(options, sanitizer=False))
     missing = {v.variant for v in built.variants if not v.submitted}
@@ -201,7 +209,8 @@ def time_submission(path: Path, assignment: Assignment, options: Options, timing
     timings = []
     for kernel in built.kernels:
         artifact = None if kernel.variant in missing else built.artifacts.get(kernel.name)
-        specs = [replace(timing, cases=((kernel.base, c.name),)) for c in kernel.cases] if sweep else [timing]
+        swept = kernel.sweep_cases or kernel.cases
+        specs = [replace(timing, cases=((kernel.base, c.name),)) for c in swept] if sweep else [timing]
         timings += [time_kernel(assignment, kernel, artifact, spec, built.seed, options.cache_dir, sandbox,
                                 options.cuda_arch) for spec in specs]
     return SubmissionTiming(str(path), assignment.name, tuple(timings))

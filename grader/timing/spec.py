@@ -15,6 +15,9 @@ gpt2-m1 says). Every error names the file, the key, what was found and what was 
     spin_us = 200                           # CUDA: a spin kernel ahead of each call hides its launch
     leaderboard = "geomean_speedup_vs_reference"   # or geomean_speedup_vs_m1, or "" for none
     tiers = [{ name = "faster than the reference", min_speedup = 1.0 }, { name = "close", min_speedup = 0.5 }]
+    sweep_parameter = "N"                   # `--sweep`'s page: the case parameter its x axis reads (default density)
+    memory_exponent_limit = { flash_attention = 1.6 }  # a sweep flags a kernel whose peak extra memory grows
+                                                       # like N^this or faster (the fitted exponent)
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from grader.errors import SpecError
 from grader.spec import Assignment, Case, Kernel, find_assignment
 
 LEADERBOARDS = ("geomean_speedup_vs_reference", "geomean_speedup_vs_m1")
-KEYS = ("case", "cases", "warmup", "min_calls", "max_calls", "rse", "cap_s", "pool", "spin_us", "leaderboard", "tiers")
+KEYS = ("case", "cases", "warmup", "min_calls", "max_calls", "rse", "cap_s", "pool", "spin_us", "leaderboard", "tiers",
+        "sweep_parameter", "memory_exponent_limit")
 
 
 @dataclass(frozen=True)
@@ -57,13 +61,15 @@ class TimingSpec:
     spin_us: float = 200.0
     leaderboard: str = "geomean_speedup_vs_reference"
     tiers: tuple[Tier, ...] = ()  # highest min_speedup first
+    sweep_parameter: str = "density"
+    memory_exponent_limit: tuple[tuple[str, float], ...] = ()  # (base kernel, exponent)
 
     def timed_case(self, kernel: Kernel) -> Case:
         """The case a kernel (or a variant's copy of it) is timed on."""
         name = dict(self.cases).get(kernel.base, self.case)
         if name is None:
             return kernel.cases[-1]
-        for case in kernel.cases:
+        for case in kernel.cases + kernel.sweep_cases:
             if case.name == name:
                 return case
         key = f"cases.{kernel.base}" if kernel.base in dict(self.cases) else "case"
@@ -82,9 +88,10 @@ def load_timing(assignment: Assignment) -> TimingSpec:
     spec_file, table = _table_of(assignment.spec_file, assignment.root)
     timing = parse_timing(table, f"{spec_file} [timing]") if table is not None else TimingSpec(str(assignment.spec_file))
     known = {k.name for k in assignment.base_kernels}
-    if unknown := sorted(set(dict(timing.cases)) - known):
-        raise SpecError(f"{timing.where}: key 'cases' names {unknown}, which are not kernels of "
-                        f"{assignment.name} (have {', '.join(sorted(known))})")
+    for key, named in (("cases", timing.cases), ("memory_exponent_limit", timing.memory_exponent_limit)):
+        if unknown := sorted(set(dict(named)) - known):
+            raise SpecError(f"{timing.where}: key '{key}' names {unknown}, which are not kernels of "
+                            f"{assignment.name} (have {', '.join(sorted(known))})")
     for kernel in assignment.base_kernels:
         timing.timed_case(kernel)
     return timing
@@ -125,9 +132,15 @@ def parse_timing(table: dict[str, Any], where: str) -> TimingSpec:
     if leaderboard and leaderboard not in LEADERBOARDS:
         raise SpecError(f"{where}: key 'leaderboard' must be one of {', '.join(LEADERBOARDS)} or \"\", "
                         f"found {leaderboard!r}")
+    limits = _typed(table, "memory_exponent_limit", dict, {}, where)
+    if bad := [k for k, v in limits.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0]:
+        raise SpecError(f"{where}: key 'memory_exponent_limit': each value must be an exponent above 0 (1.6: "
+                        f"flagged from N^1.6 on); {bad} are not")
     return TimingSpec(where, case, tuple(sorted(cases.items())), _count(table, "warmup", defaults.warmup, where, 0),
                       rule, _count(table, "pool", defaults.pool, where, 1), _positive(table, "spin_us", 200.0, where, 0.0),
-                      leaderboard, _tiers(table.get("tiers", []), where))
+                      leaderboard, _tiers(table.get("tiers", []), where),
+                      _typed(table, "sweep_parameter", str, defaults.sweep_parameter, where),
+                      tuple(sorted((k, float(v)) for k, v in limits.items())))
 
 
 def _tiers(value: Any, where: str) -> tuple[Tier, ...]:
