@@ -13,15 +13,14 @@ import pytest
 from grader.cases import Seed, make_case_inputs
 from grader.options import Options
 from grader.pipeline import grade
-from grader.results import KernelResult, Result
 from grader.samples import Sample, variants
 from grader.spec import Assignment, load_assignment
 
-from conftest import grade_variant, variant_params
+from conftest import variant_params
+from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of
 
 PACK = "flash-attention-backward"
 OUTPUTS = ("dQ", "dK", "dV")
-Graded = Callable[[Sample | None], Result]
 
 
 @pytest.fixture(scope="module")
@@ -31,21 +30,7 @@ def pack() -> Assignment:
 
 @pytest.fixture(scope="module")
 def graded(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Graded:
-    """Each sample graded once (a single-kernel sample: its kernel only), by name; the reference as "reference"."""
-    results: dict[str, Result] = {}
-
-    def result_of(sample: Sample | None) -> Result:
-        name = sample.name if sample else "reference"
-        if name not in results:
-            kernels = (sample.kernel,) if sample is not None and not sample.whole else ()
-            results[name] = grade_variant(pack, sample, tmp_path_factory.mktemp(name), cache_dir, kernels=kernels)
-        return results[name]
-
-    return result_of
-
-
-def kernel_of(result: Result, name: str) -> KernelResult:
-    return next(k for k in result.kernels if k.name == name)
+    return graded_once(pack, tmp_path_factory, cache_dir)
 
 
 def test_reference_scores_full_marks_well_inside_the_tolerance(pack: Assignment, graded: Graded) -> None:
@@ -72,12 +57,7 @@ def test_template_compiles_and_scores_zero_as_never_written(pack: Assignment, ca
 
 @pytest.mark.parametrize("sample", variant_params(PACK))
 def test_each_sample_fails_exactly_its_expected_cases(sample: Sample, graded: Graded) -> None:
-    result = graded(sample)
-    for kernel in (result.kernels if sample.whole else [kernel_of(result, sample.kernel)]):
-        assert kernel.status == sample.expect, kernel.message
-        assert (kernel.score == kernel.max_score) == (sample.expect == "passed")
-        if sample.failed_cases is not None:
-            assert [c.name for c in kernel.cases if not c.passed] == list(sample.failed_cases)
+    assert_expected_verdicts(graded(sample), sample)
 
 
 def test_a_flash_backward_that_calls_the_students_standard_backward_links_it(pack: Assignment,

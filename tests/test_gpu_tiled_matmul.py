@@ -23,7 +23,7 @@ from grader.timing.run import time_submission
 from grader.timing.spec import parse_timing
 
 from conftest import variant_params, with_time_limit
-from pack_samples import assert_expected_verdicts, graded_once
+from pack_samples import Graded, assert_expected_verdicts, graded_once
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +37,7 @@ def pack() -> Assignment:
 
 
 @pytest.fixture(scope="module")
-def graded(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path):
+def graded(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Graded:
     return graded_once(pack, tmp_path_factory, cache_dir)
 
 
