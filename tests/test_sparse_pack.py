@@ -138,16 +138,17 @@ def test_an_input_changed_in_place_is_named(cpu_pack: Assignment, cpu_graded: Gr
 
 def test_the_build_records_every_attribute_with_file_and_line(tmp_path: Path) -> None:
     files = {"k/__init__.py": "", "k/a.py": "from k import b\ndef f(A):\n    g = A.todense\n    return b.h(A)\n",
-             "k/b.py": "def h(A):\n    return A.tocsr().toarray()\n", "k/unused.py": "A.toarray()\n"}
+             "k/b.py": "def h(A):\n    return A.tocsr().toarray() + A.A.sum() + A.Abs\n", "k/unused.py": "A.toarray()\n"}
     for relative, text in files.items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(text)
     errors, _, attributes = python_build.check({"file": "k/a.py", "function": "f"}, set(files), str(tmp_path))
     assert errors == []
     named = [(str(n), str(p), int(line)) for n, p, line in attributes]
-    found = forbidden_methods(named, (".toarray", ".todense", "numpy"))
-    # A method named without a call is found too; a file the kernel never imports costs nothing.
-    assert found == (".todense (used at k/a.py:3)", ".toarray (used at k/b.py:2)")
+    found = forbidden_methods(named, (".toarray", ".todense", ".A", "numpy"))
+    # A method named without a call is found too (the `.A` property, not `.Abs`); a file the kernel never imports
+    # costs nothing.
+    assert found == (".todense (used at k/a.py:3)", ".A (used at k/b.py:2)", ".toarray (used at k/b.py:2)")
     assert import_patterns((".toarray", "torch", ".to*")) == ("torch",)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU runner, from the repository root: everything that needs the GPU, each part time-boxed so
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
-#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python class overhead batch
+#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
@@ -58,6 +58,8 @@ for part in $parts; do
             for pack in sparse-spmv-spgemm-cupy sparse-spmv-spgemm autodiff-reverse; do
               run "floor-$pack" 90 python3 benchmarks/floor.py --assignment "$pack" --repeat 3 --json "$out/floor-$pack.json"
             done ;;
+    # Issue 26: tiled-matmul's samples, its timing (tiled against naive and cuBLAS at 4096).
+    tiled) run gpu-tiled-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_tiled_matmul.py ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
     # Where a harness's time goes, per backend: the per-kernel interpreter start and GPU initialisation.

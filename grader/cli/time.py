@@ -33,8 +33,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", type=Path, default=None,
                         help="where the timings and the table go as JSON (default: timing-<assignment>.json here)")
     parser.add_argument("--sweep", action="store_true",
-                        help="time each kernel on every one of its cases, not on its timed case alone (a figure "
-                             "against a case parameter: runtime against density)")
+                        help="time each kernel on each of its sweep cases (its sweep_cases, else its cases that "
+                             "carry the swept parameter, else all), not on its timed case alone (a figure against a "
+                             "case parameter: runtime against density)")
     parser.add_argument("--density-html", type=Path, default=None, metavar="FILE",
                         help="with --sweep: write runtime against each case's density (or the pack's [timing] "
                              "sweep_parameter, e.g. N) as an HTML page (a matplotlib figure where it is installed), "
@@ -105,7 +106,7 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise GraderError(f"--with {path}: not the JSON of `grader time --sweep` ({error})") from None
     student = time_submission(arguments.submission, assignment, options, timing, sweep=True)
-    shown = Table(title=f"{assignment.name}: {arguments.submission} (every case)", title_justify="left")
+    shown = Table(title=f"{assignment.name}: {arguments.submission} (every swept case)", title_justify="left")
     for column in ("kernel", "case", "median (µs)", "±", "peak extra (KiB)", "status"):
         shown.add_column(column)
     for timed in student.kernels:

@@ -31,6 +31,7 @@ from grader.errors import MachineError
 from grader.gate import Gate
 from grader.runner.events import CallOutcome, record, skip_rest
 from grader.runner.limits import Budget, limits_for, submission_budget, submission_time_limit
+from grader.runner.kernel_cache import KernelCache, kernel_cache_for
 from grader.runner.plan import Call, plan_for
 from grader.runner.slots import harnesses_for
 from grader.runner.watch import BUDGET_SPENT, LOG_TAIL, CaseWatcher, HarnessExit, Session
@@ -86,6 +87,7 @@ class _Run:
     abandoned: threading.Event  # a kernel hit the machine's problem: the others start no new harness
     on_case: CaseWatcher | None = None  # told as each call starts and ends (a live line)
     bytecode: Path | None = None  # the harness's imports' bytecode, where the machine keeps none (bytecode.py)
+    kernel_cache: KernelCache | None = None  # the submission's compiled kernels (CuPy's), carried between harnesses
 
 
 def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_limit_s: float | None = None,
@@ -116,15 +118,17 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_
     groups = _by_kernel(calls)
     own = slots is None
     slots = slots or Gate(parallel)
-    run = _Run(assignment, sandbox, limits_for(assignment), target_of(assignment), wrapper, sanitizer,
-               budget, time.monotonic() + budget, slots, threading.Event(), on_case, bytecode)
-    if not own or slots.size == 1:
-        parts = [_run_kernel(run, [calls[i] for i in group]) for group in groups]
-        calls_done = time.perf_counter()
-        follow_ups = [[follow_up(slots) for follow_up in _follow_ups(then, calls, group, part)]
-                      for group, part in zip(groups, parts)]
-    else:
-        parts, calls_done, follow_ups = _run_concurrently(run, calls, groups, then)
+    target = target_of(assignment)
+    with kernel_cache_for(target) as kernel_cache:
+        run = _Run(assignment, sandbox, limits_for(assignment), target, wrapper, sanitizer, budget,
+                   time.monotonic() + budget, slots, threading.Event(), on_case, bytecode, kernel_cache)
+        if not own or slots.size == 1:
+            parts = [_run_kernel(run, [calls[i] for i in group]) for group in groups]
+            calls_done = time.perf_counter()
+            follow_ups = [[follow_up(slots) for follow_up in _follow_ups(then, calls, group, part)]
+                          for group, part in zip(groups, parts)]
+        else:
+            parts, calls_done, follow_ups = _run_concurrently(run, calls, groups, then)
     report = _merged(calls, groups, parts, follow_ups)
     report.seconds = time.perf_counter() - started
     report.calls_seconds = calls_done - started
@@ -260,7 +264,8 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
                 kernel_deadline += held.waited  # waiting for a slot is not the kernel's time
                 launched_at = time.time()
                 ended = session.run(plan_file, next_index, stop, calls, run.sandbox, run.limits, run.target,
-                                    min(run.deadline, kernel_deadline), run.wrapper, bytecode=run.bytecode)
+                                    min(run.deadline, kernel_deadline), run.wrapper, bytecode=run.bytecode,
+                                    kernel_cache=run.kernel_cache)
             # Beside others on a GPU, a neighbour may have held the card: only a failure alone counts.
             confirm = run.target.needs_gpu and held.shared and not fails_alone
             alone = False

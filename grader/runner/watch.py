@@ -15,6 +15,7 @@ from typing import Any
 
 import grader
 from grader.boundary.protocol import Event, Ready, index_of, kind_of, new_event, parse_event
+from grader.runner.kernel_cache import KernelCache
 from grader.runner.plan import Call
 from grader.sandbox import LimitKind, Limits, Mounts, Process, Sandbox
 from grader.targets import Target
@@ -66,11 +67,13 @@ class Session:
     def run(self, plan_file: Path, start: int, stop: int, calls: list[Call], sandbox: Sandbox, limits: Limits,
             target: Target, deadline: float, wrapper: tuple[str, ...] = (), module: str = "grader.boundary.harness",
             options: tuple[str, ...] = (), harness_env: dict[str, str] | None = None,
-            bytecode: Path | None = None, preload: Path | None = None) -> HarnessExit:
+            bytecode: Path | None = None, preload: Path | None = None,
+            kernel_cache: KernelCache | None = None) -> HarnessExit:
         """`module`: the harness's (the timing harness: "grader.boundary.timing_harness", with its `options`
         after the plan's four arguments); `harness_env`: set for it (default: the target's, for correctness runs);
         `bytecode`: a folder of bytecode for its imports, read-only (`grader.runner.bytecode`); `preload`: a shared
-        library the harness starts with (LD_PRELOAD, read-only: the timing's counting allocator)."""
+        library the harness starts with (LD_PRELOAD, read-only: the timing's counting allocator); `kernel_cache`: the
+        submission's compiled kernels (CuPy's), copied into the harness's home and what it compiled taken back."""
         self.progress.touch()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": str(GRADER_ROOT),
@@ -84,6 +87,9 @@ class Session:
             env["PYTHONPYCACHEPREFIX"] = str(bytecode)
         if preload is not None:
             env["LD_PRELOAD"] = str(preload)
+        if kernel_cache is not None:
+            kernel_cache.seed(self.cwd)
+            env.update(kernel_cache.env(self.cwd))
         command = [*wrapper, sys.executable, "-m", module, str(plan_file), str(self.progress), str(start), str(stop),
                    *options]
         own = calls[start:stop]
@@ -103,6 +109,8 @@ class Session:
             # Also after a normal exit: whatever the code left running in the background goes now.
             process.kill()
             self._ended()  # a crash or a time-out ends its call without an end event
+            if kernel_cache is not None:
+                kernel_cache.take_back(self.cwd)
         # The network as the harness saw it from its own namespace, before any student code ran.
         ready = next((e for e in events if kind_of(e) == Event.DEVICE), None)
         network = Ready.read(ready).network if ready is not None else None

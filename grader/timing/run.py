@@ -30,6 +30,7 @@ from grader.errors import GraderError
 from grader.gold import gold_outputs
 from grader.options import Options
 from grader.pipeline import build_stage
+from grader.runner.kernel_cache import KernelCache, kernel_cache_for
 from grader.runner.limits import call_timeout_words, limits_for
 from grader.runner.plan import Call, plan_for
 from grader.runner.watch import BUDGET_SPENT, HARNESS_START_LIMIT_S, HarnessExit, Session
@@ -67,8 +68,10 @@ def timing_calls(kernel: Kernel, case: Case, library: Path, inputs: list[Path], 
 
 
 def time_kernel(assignment: Assignment, kernel: Kernel, artifact: Artifact | None, timing: TimingSpec, seed: Seed,
-                cache_dir: Path, sandbox: Sandbox, cuda_arch: str | None = None) -> KernelTiming:
-    """One kernel's timing on its timed case, re-checked against the case's gold."""
+                cache_dir: Path, sandbox: Sandbox, cuda_arch: str | None = None,
+                kernel_cache: KernelCache | None = None) -> KernelTiming:
+    """One kernel's timing on its timed case, re-checked against the case's gold. `kernel_cache`: the submission's
+    compiled kernels (CuPy's), carried from its earlier harnesses (`grader.runner.kernel_cache`)."""
     case = timing.timed_case(kernel)
     blank = KernelTiming(kernel.name, kernel.base, kernel.variant, case.name, TimingStatus.NOT_SUBMITTED)
     if artifact is None:
@@ -96,7 +99,8 @@ def time_kernel(assignment: Assignment, kernel: Kernel, artifact: Artifact | Non
                                                      target, time.monotonic() + budget, module=HARNESS_MODULE,
                                                      options=(settings.to_json(),), harness_env={},
                                                      # CPU kernels' memory is the harness's heap: counted.
-                                                     preload=None if target.needs_gpu else counter_library(cache_dir))
+                                                     preload=None if target.needs_gpu else counter_library(cache_dir),
+                                                     kernel_cache=kernel_cache)
         timed = read_timing(ended.events, blank)
         if timed.status is not TimingStatus.TIMED:
             return timed
@@ -200,17 +204,24 @@ def time_submission(path: Path, assignment: Assignment, options: Options, timing
 
     Inputs use the assignment's public seed with nothing secret mixed in (`options.secret` is not asked
     for): a timing is a figure, not a grade, and the re-check's gold is the timed case's. sweep: time each
-    kernel on every one of its sweep cases (`sweep_cases`; a kernel without them: its cases), one timing per case in
-    the spec's order, not on its timed case alone.
+    kernel on every one of its sweep cases (`swept_cases`), one timing per case in the spec's order, not on its timed
+    case alone. The submission's harnesses share its compiled-kernel cache (CuPy's: each would compile again).
     """
     built = build_stage(path, assignment, replace(options, sanitizer=False))
     missing = {v.variant for v in built.variants if not v.submitted}
     sandbox = sandbox_named(options.sandbox)
     timings = []
-    for kernel in built.kernels:
-        artifact = None if kernel.variant in missing else built.artifacts.get(kernel.name)
-        swept = kernel.sweep_cases or kernel.cases
-        specs = [replace(timing, cases=((kernel.base, c.name),)) for c in swept] if sweep else [timing]
-        timings += [time_kernel(assignment, kernel, artifact, spec, built.seed, options.cache_dir, sandbox,
-                                options.cuda_arch) for spec in specs]
+    with kernel_cache_for(target_of(assignment)) as kernel_cache:
+        for kernel in built.kernels:
+            artifact = None if kernel.variant in missing else built.artifacts.get(kernel.name)
+            swept = swept_cases(kernel, timing.sweep_parameter)
+            specs = [replace(timing, cases=((kernel.base, c.name),)) for c in swept] if sweep else [timing]
+            timings += [time_kernel(assignment, kernel, artifact, spec, built.seed, options.cache_dir, sandbox,
+                                    options.cuda_arch, kernel_cache) for spec in specs]
     return SubmissionTiming(str(path), assignment.name, tuple(timings))
+
+
+def swept_cases(kernel: Kernel, parameter: str) -> tuple[Case, ...]:
+    """The cases a sweep times: the kernel's `sweep_cases`; without them, its cases that carry the swept
+    parameter (the sparse packs' density sweep, not their edge cases); without those, all its cases."""
+    return kernel.sweep_cases or tuple(c for c in kernel.cases if parameter in c.params) or kernel.cases

@@ -3,7 +3,7 @@
 `A` and `B` arrive as `cupyx.scipy.sparse` matrices on the GPU (`csr_matrix` or `coo_matrix`, the case says which),
 `x` as a dense CuPy vector. Return the result on the GPU (a CuPy array, a cupyx sparse matrix); the grader's adapter
 (grading/adapter.py of sparse-spmv-spgemm-cupy) copies it back. Never make a matrix dense (`.toarray()`,
-`.todense()`), and do not move the work to the CPU.
+`.todense()`, `.A`), and do not move the work to the CPU.
 """
 
 import cupy as cp

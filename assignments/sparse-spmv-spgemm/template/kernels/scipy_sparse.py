@@ -2,7 +2,7 @@
 
 `A` and `B` arrive as SciPy sparse matrices (`scipy.sparse.csr_matrix` or `coo_matrix`, the case says which), `x`
 as a dense NumPy vector. Return the result; the grader's adapter (grading/adapter.py) writes it out.
-Do not change the inputs in place, and never make a matrix dense (`.toarray()`, `.todense()`): the grader finds
+Do not change the inputs in place, and never make a matrix dense (`.toarray()`, `.todense()`, `.A`): the grader finds
 those, and some cases are too large for a dense matrix to fit in memory.
 """
 
