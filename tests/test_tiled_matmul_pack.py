@@ -13,11 +13,13 @@ import numpy as np
 import pytest
 
 from grader import evidence
-from grader.cases import Seed, make_case_inputs
+from grader.cases import Seed, make_case_inputs, prepare_inputs
 from grader.evidence import LibraryEvidence, evidence_of
+from grader.gold import gold_outputs
 from grader.options import Options
 from grader.pipeline import Built, build_stage
 from grader.samples import Sample, compose, variants
+from grader.sandbox import sandbox_named
 from grader.sanitizer import smallest_case
 from grader.spec import Assignment, load_assignment
 from grader.status import BuildStatus, KernelStatus
@@ -114,18 +116,20 @@ def test_every_sample_lists_real_cases_of_its_kernel_in_the_specs_order(pack: As
             assert (sample.expect == KernelStatus.FAILED) == bool(sample.failed_cases), sample.name
 
 
-def test_the_numpy_gold_is_the_float64_product(pack: Assignment) -> None:
-    truth = pack.numpy_reference()
-    kernel = pack.kernel("tiled")
-    case = next(c for c in kernel.cases if c.name == "ragged-small")
-    inputs = make_case_inputs(pack, kernel, case, Seed(pack.public_seed))
-    A, B = inputs["A"], inputs["B"]
-    M, N, K = (case.params[d] for d in "MNK")
-    assert A.shape == (M, K) and B.shape == (K, N) and A.dtype == B.dtype == np.float32
-    assert -1 <= A.min() and A.max() <= 1 and A.std() > 0.4  # uniform in [-1, 1]: std 0.577
-    loops = np.array([[sum(float(A[i, k]) * float(B[k, j]) for k in range(K)) for j in range(N)] for i in range(M)])
-    for name in KERNELS:
-        gold = getattr(truth, f"matmul_{name}")(**inputs, **case.params)["C"]
+def test_the_numpy_gold_is_the_float64_product(pack: Assignment, cache_dir: Path) -> None:
+    for name in KERNELS:  # through the grader's own gold stage, as a grading computes it
+        kernel = pack.kernel(name)
+        case = next(c for c in kernel.cases if c.name == "ragged-small")
+        seed = Seed(pack.public_seed)
+        inputs = make_case_inputs(pack, kernel, case, seed)
+        A, B = inputs["A"], inputs["B"]
+        M, N, K = (case.params[d] for d in "MNK")
+        assert A.shape == (M, K) and B.shape == (K, N) and A.dtype == B.dtype == np.float32
+        assert -1 <= A.min() and A.max() <= 1 and A.std() > 0.4  # uniform in [-1, 1]: std 0.577
+        loops = np.array([[sum(float(A[i, k]) * float(B[k, j]) for k in range(K)) for j in range(N)]
+                          for i in range(M)])
+        folder = prepare_inputs(pack, kernel, case, seed, cache_dir)
+        gold = gold_outputs(pack, [(kernel, case, folder)], cache_dir, sandbox_named("process"))[(name, case.name)]["C"]
         assert gold.dtype == np.float64 and gold.shape == (M, N)
         np.testing.assert_allclose(gold, loops, rtol=1e-12, atol=1e-12)
 

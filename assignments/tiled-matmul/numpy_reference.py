@@ -1,4 +1,5 @@
-"""Float64 NumPy truth for tiled-matmul: one function per kernel, called as fn(**inputs, **case_params).
+"""Float64 NumPy truth for tiled-matmul: one function per kernel, named as the kernel, called as
+fn(**inputs, **case_params).
 
 The three kernels compute the same product (naive, tiled and cuBLAS are three ways to it): C = A @ B in float64.
 """
@@ -12,13 +13,13 @@ def _product(A: np.ndarray, B: np.ndarray) -> dict[str, np.ndarray]:
     return {"C": A.astype(np.float64) @ B.astype(np.float64)}
 
 
-def matmul_naive(A: np.ndarray, B: np.ndarray, **_) -> dict[str, np.ndarray]:
+def naive(A: np.ndarray, B: np.ndarray, **_) -> dict[str, np.ndarray]:
     return _product(A, B)
 
 
-def matmul_tiled(A: np.ndarray, B: np.ndarray, **_) -> dict[str, np.ndarray]:
+def tiled(A: np.ndarray, B: np.ndarray, **_) -> dict[str, np.ndarray]:
     return _product(A, B)
 
 
-def matmul_cublas(A: np.ndarray, B: np.ndarray, **_) -> dict[str, np.ndarray]:
+def cublas(A: np.ndarray, B: np.ndarray, **_) -> dict[str, np.ndarray]:
     return _product(A, B)
