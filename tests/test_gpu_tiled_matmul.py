@@ -1,6 +1,7 @@
 """tiled-matmul on a real GPU: the reference scores full marks within a third of every tolerance, the template
-nothing, each sample exactly its expected verdict and failed cases, and the reference's tiled kernel is faster
-than its naive kernel at N = 4096 (and cuBLAS than both).
+nothing, each sample exactly its expected verdict and failed cases, the reference's tiled kernel is faster
+than its naive kernel at N = 4096 (and cuBLAS than both), and its block-size sweep (N = 1024 and 4096 here, every
+tile) makes the page of GFLOP/s and time against the tile, and earns the pack's speed-up points.
 
 Marked `gpu`: skipped with the reason where there is no CUDA device. The CPU side (spec, gold, builds, SASS
 evidence) is tests/test_tiled_matmul_pack.py.
@@ -8,19 +9,23 @@ evidence) is tests/test_tiled_matmul_pack.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from grader.options import Options
 from grader.pipeline import grade
+from grader.report.matmul_sweep import render, shares, sweet_spots
 from grader.results import Result
 from grader.samples import Sample
 from grader.sanitizer import sanitizer_binary
 from grader.spec import Assignment, load_assignment
 from grader.status import KernelStatus, TimingStatus
+from grader.timing.points import speedup_awards
 from grader.timing.run import time_submission
-from grader.timing.spec import parse_timing
+from grader.timing.spec import load_timing, parse_timing
+from grader.timing.sweep import matmul_points
 
 from conftest import variant_params, with_time_limit
 from pack_samples import Graded, assert_expected_verdicts, graded_once
@@ -29,6 +34,7 @@ pytestmark = pytest.mark.gpu
 
 # Short: three kernels on square-4096, the naive one ~0.1 s a call.
 QUICK = parse_timing({"warmup": 2, "min_calls": 5, "max_calls": 30, "cap_s": 1.0, "pool": 2}, "tests [timing]")
+SWEPT = (1024, 4096)  # the sweep's sizes cut to two: ten timings, well under a minute
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +83,26 @@ def test_the_tiled_kernel_beats_the_naive_one_at_4096_and_cublas_beats_both(pack
         assert timing.status is TimingStatus.TIMED and timing.case == "square-4096", timing.message
     naive, tiled, cublas = (timed[k].median_us for k in ("naive", "tiled", "cublas"))
     assert cublas < tiled < naive, (naive, tiled, cublas)
+
+
+def test_the_block_size_sweep_finds_tiles_of_16_or_more_beat_naive_and_draws_its_page(pack: Assignment,
+                                                                                      cache_dir: Path) -> None:
+    small = replace(pack, kernels=tuple(
+        replace(k, sweep_cases=tuple(c for c in k.sweep_cases if c.params["N"] in SWEPT)) for k in pack.kernels))
+    timing = load_timing(pack)
+    sweep = time_submission(pack.reference_dir, small, Options(cache_dir=cache_dir),
+                            replace(QUICK, sweep_parameter="N"), sweep=True)
+    for timed in sweep.kernels:
+        assert timed.status is TimingStatus.TIMED, (timed.case, timed.message)
+    assert len(sweep.kernels) == 2 + 2 * 3 + 2
+    points = matmul_points(sweep, small, "N")
+    at = {(p.kernel, p.tile): p.median_us for p in points if p.size == 4096}
+    for tile in (16, 32):
+        assert at[("tiled", tile)] < at[("naive", None)], at
+    assert at[("cublas", None)] < min(at[("tiled", t)] for t in (8, 16, 32)), at
+    assert {s.size for s in sweet_spots(points)} == set(SWEPT)
+    assert all(0 < s.fraction < 1 for s in shares(points))
+    (award,) = speedup_awards(timing.speedup_points, sweep, small, "N")
+    assert award.points == award.rule.points, award
+    page = render(points, pack.title, "N")
+    assert "<svg" in page and "time against the tile at N = 4096" in page and "sweet spot (its fastest tile)" in page

@@ -18,6 +18,8 @@ from grader.spec import load_assignment
 
 if TYPE_CHECKING:
     from grader.spec import Assignment
+    from grader.timing.points import SpeedupAward
+    from grader.timing.results import SubmissionTiming
     from grader.timing.spec import TimingSpec
 
 
@@ -36,11 +38,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="time each kernel on each of its sweep cases (its sweep_cases, else its cases that "
                              "carry the swept parameter, else all), not on its timed case alone (a figure against a "
                              "case parameter: runtime against density)")
-    parser.add_argument("--density-html", type=Path, default=None, metavar="FILE",
+    parser.add_argument("--density-html", "--sweep-html", type=Path, default=None, metavar="FILE",
                         help="with --sweep: write runtime against each case's density (or the pack's [timing] "
                              "sweep_parameter, e.g. N) as an HTML page (a matplotlib figure where it is installed), "
                              "with the GPU/CPU speed-up and its crossover density; where each call's peak extra "
-                             "memory was counted (CPU kernels), memory too, with its fitted exponents and flags")
+                             "memory was counted (CPU kernels), memory too, with its fitted exponents and flags. A "
+                             "pack whose [timing] sweep_page is \"matmul\" (tiled-matmul) gets GFLOP/s against the "
+                             "size per kernel and tile, time against the tile, the sweet spot and cuBLAS's share")
     parser.add_argument("--with", dest="with_timings", type=Path, action="append", default=[], metavar="JSON",
                         help="with --density-html: another sweep's JSON (`grader time --sweep` of the other device's "
                              "pack) drawn beside this one; may be repeated")
@@ -78,9 +82,11 @@ def run(arguments: argparse.Namespace) -> int:
     table = speedup_table(student, reference, timing)
     render(table, console, f"{assignment.name}: {arguments.submission}")
     console.print(clocks_summary(student.kernels + (reference.kernels if reference else ())), highlight=False)
+    awards = _awards(student, assignment, timing, console)
     path = arguments.json or Path(f"timing-{assignment.name}.json")
     document = {"student": student.to_dict(), "reference": reference.to_dict() if reference else None,
-                "table": table.to_dict(), "timing_spec": timing.where}
+                "table": table.to_dict(), "speedup_points": [a.to_dict() for a in awards],
+                "timing_spec": timing.where}
     path.write_text(json.dumps(document, indent=2))
     console.print(f"timings (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
     return 0
@@ -92,12 +98,17 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
     from rich.table import Table
 
     from grader.report.density import render as render_density
+    from grader.report.matmul_sweep import render as render_matmul, share_words, shares, sweet_spot_words, sweet_spots
     from grader.report.scaling import flag_words, memory_growths
+    from grader.timing.points import award_words
     from grader.timing.results import SubmissionTiming
     from grader.timing.run import time_submission
     from grader.timing.spec import load_timing
-    from grader.timing.sweep import sweep_points
+    from grader.timing.sweep import matmul_points, sweep_points
 
+    if arguments.with_timings and timing.sweep_page == "matmul":
+        raise GraderError(f"--with draws another pack's sweep on the density page; {assignment.name}'s page "
+                          f"([timing] sweep_page = \"matmul\") draws this sweep alone")
     others = []
     for path in arguments.with_timings:  # read first: a wrong path costs no timing
         try:
@@ -123,10 +134,23 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
                           f"(fitted from {parameter} = {growth.fitted_from:g})", highlight=False, soft_wrap=True)
         if growth.flagged:
             console.print(f"[bold red]flagged:[/] {escape(flag_words(growth, parameter))}", soft_wrap=True)
+    matmul = matmul_points(student, assignment, parameter) if timing.sweep_page == "matmul" else []
+    for line in sweet_spot_words(sweet_spots(matmul), parameter) + share_words(shares(matmul), parameter):
+        console.print(escape(line), highlight=False, soft_wrap=True)
+    awards = _awards(student, assignment, timing, console)
     path = arguments.json or Path(f"timing-{assignment.name}.json")
-    path.write_text(json.dumps({"student": student.to_dict(), "sweep": True, "timing_spec": timing.where}, indent=2))
+    path.write_text(json.dumps({"student": student.to_dict(), "sweep": True,
+                                "speedup_points": [a.to_dict() for a in awards], "timing_spec": timing.where},
+                               indent=2))
     console.print(f"timings (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
-    if arguments.density_html:
+    if arguments.density_html and timing.sweep_page == "matmul":
+        arguments.density_html.parent.mkdir(parents=True, exist_ok=True)
+        arguments.density_html.write_text(render_matmul(matmul, assignment.title, parameter,
+                                                        [award_words(a, parameter) for a in awards]),
+                                          encoding="utf-8")
+        console.print(f"GFLOP/s against {parameter} and the tile (HTML) written to "
+                      f"{escape(str(arguments.density_html))}", highlight=False, soft_wrap=True)
+    elif arguments.density_html:
         for other in others:
             pack = load_assignment(other.assignment)
             points += sweep_points(other, pack, load_timing(pack).sweep_parameter)
@@ -136,3 +160,15 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
         console.print(f"runtime against {parameter} (HTML) written to {escape(str(arguments.density_html))}",
                       highlight=False, soft_wrap=True)
     return 0
+
+
+def _awards(student: SubmissionTiming, assignment: Assignment, timing: TimingSpec,
+            console: Console) -> list[SpeedupAward]:
+    """The pack's speed-up points judged on these timings, each printed in words."""
+    from grader.timing.points import award_words, speedup_awards
+
+    awards = speedup_awards(timing.speedup_points, student, assignment, timing.sweep_parameter)
+    for award in awards:
+        console.print(f"points: {escape(award_words(award, timing.sweep_parameter))}", highlight=False,
+                      soft_wrap=True)
+    return awards

@@ -19,6 +19,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 CPU, GPU = "CPU", "GPU"
 
@@ -99,12 +100,8 @@ def _crossing(speedups: Sequence[SpeedUp]) -> tuple[float | None, bool | None]:
 def figure_svg(points: Sequence[DensityPoint], title: str = "", parameter: str = "density") -> str | None:
     """The figure (runtime against the parameter, log-log, a line per device and operation; beside it the peak
     extra memory where it was counted) as SVG text; None where matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # no display: the figure is written, not shown
-        from matplotlib import pyplot
-    except ImportError:
+    pyplot = pyplot_or_none()
+    if pyplot is None:
         return None
     memory = any(p.peak_extra_bytes for p in points)
     figure, panels = pyplot.subplots(1, 2 if memory else 1, figsize=(10 if memory else 7, 4.2), squeeze=False)
@@ -126,13 +123,35 @@ def figure_svg(points: Sequence[DensityPoint], title: str = "", parameter: str =
                     axes.plot([x for x, _ in line], [b / 2**20 for _, b in line], "o-", label=operation)
             axes.set_ylabel("peak extra memory per call (MiB)")
             _axes(axes, parameter, "peak extra memory")
+    except BaseException:
+        pyplot.close(figure)
+        raise
+    return svg_text(figure, pyplot)
+
+
+def pyplot_or_none() -> Any:
+    """matplotlib's pyplot, drawing without a display (figures are written, not shown); None where matplotlib is
+    not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot
+    except ImportError:
+        return None
+    return pyplot
+
+
+def svg_text(figure: Any, pyplot: Any) -> str:
+    """A figure as SVG text to inline in HTML (no XML declaration or doctype), the figure closed."""
+    try:
         figure.tight_layout()
         svg = io.StringIO()
         figure.savefig(svg, format="svg")
         text = svg.getvalue()
     finally:
         pyplot.close(figure)
-    return text[text.index("<svg"):]  # inline in HTML: no XML declaration or doctype
+    return text[text.index("<svg"):]
 
 
 def _axes(axes: object, parameter: str, title: str) -> None:

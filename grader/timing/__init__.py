@@ -5,7 +5,9 @@
     lock.py        one timing job per GPU: exclusive for timing, shared for correctness harnesses
     results.py     what timing found (TimingStatus, KernelTiming, SubmissionTiming), JSON-ready
     table.py       the speed-up table (vs the student's kernels/, vs the reference), tiers, the leaderboard value
-    sweep.py       a sweep's timings (every case, `grader time --sweep`) as points of runtime against density
+    sweep.py       a sweep's timings (every case, `grader time --sweep`) as points of runtime against density (or N),
+                   and a matmul pack's as points with their flops and tile
+    points.py      [timing] speedup_points judged on a submission's timings: "tiled >= X times naive at N" as points
 
 What runs in the sandbox lives in `grader.boundary`: the timing harness (`python -m grader.boundary.timing_harness`),
 its timers and CUDA driver functions, and the statistics it stops by (which the grader recomputes with).

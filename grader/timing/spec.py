@@ -18,6 +18,12 @@ gpt2-m1 says). Every error names the file, the key, what was found and what was 
     sweep_parameter = "N"                   # `--sweep`'s page: the case parameter its x axis reads (default density)
     memory_exponent_limit = { flash_attention = 1.6 }  # a sweep flags a kernel whose peak extra memory grows
                                                        # like N^this or faster (the fitted exponent)
+    sweep_page = "matmul"                   # `--sweep`'s page: "density" (runtime against the parameter, the
+                                            # default) or "matmul" (GFLOP/s per kernel and tile, the sweet spot,
+                                            # cuBLAS's share)
+    # Points for a speed-up: kernel's fastest case at sweep_parameter = at against over's, at least min_speedup
+    # times faster (`grader time` and `--sweep` award them; grading does not time).
+    speedup_points = [{ kernel = "tiled", over = "naive", at = 4096, min_speedup = 1.5, points = 1 }]
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ from grader.spec import Assignment, Case, Kernel, find_assignment
 
 LEADERBOARDS = ("geomean_speedup_vs_reference", "geomean_speedup_vs_m1")
 KEYS = ("case", "cases", "warmup", "min_calls", "max_calls", "rse", "cap_s", "pool", "spin_us", "leaderboard", "tiers",
-        "sweep_parameter", "memory_exponent_limit")
+        "sweep_parameter", "memory_exponent_limit", "sweep_page", "speedup_points")
+SWEEP_PAGES = ("density", "matmul")
+SPEEDUP_RULE_KEYS = ("kernel", "over", "at", "min_speedup", "points")
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,18 @@ class Tier:
 
     name: str
     min_speedup: float
+
+
+@dataclass(frozen=True)
+class SpeedupRule:
+    """Points for `kernel` being at least `min_speedup` times faster than `over` where the swept parameter is `at`
+    (each kernel's fastest case there: the tiled kernel's best tile)."""
+
+    kernel: str
+    over: str
+    at: float
+    min_speedup: float
+    points: float
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,8 @@ class TimingSpec:
     tiers: tuple[Tier, ...] = ()  # highest min_speedup first
     sweep_parameter: str = "density"
     memory_exponent_limit: tuple[tuple[str, float], ...] = ()  # (base kernel, exponent)
+    sweep_page: str = "density"
+    speedup_points: tuple[SpeedupRule, ...] = ()
 
     def timed_case(self, kernel: Kernel) -> Case:
         """The case a kernel (or a variant's copy of it) is timed on."""
@@ -92,6 +114,10 @@ def load_timing(assignment: Assignment) -> TimingSpec:
         if unknown := sorted(set(dict(named)) - known):
             raise SpecError(f"{timing.where}: key '{key}' names {unknown}, which are not kernels of "
                             f"{assignment.name} (have {', '.join(sorted(known))})")
+    for index, rule in enumerate(timing.speedup_points):
+        if unknown := sorted({rule.kernel, rule.over} - known):
+            raise SpecError(f"{timing.where}: key 'speedup_points[{index}]' names {unknown}, which are not kernels "
+                            f"of {assignment.name} (have {', '.join(sorted(known))})")
     for kernel in assignment.base_kernels:
         timing.timed_case(kernel)
     return timing
@@ -136,11 +162,33 @@ def parse_timing(table: dict[str, Any], where: str) -> TimingSpec:
     if bad := [k for k, v in limits.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0]:
         raise SpecError(f"{where}: key 'memory_exponent_limit': each value must be an exponent above 0 (1.6: "
                         f"flagged from N^1.6 on); {bad} are not")
+    page = _typed(table, "sweep_page", str, defaults.sweep_page, where)
+    if page not in SWEEP_PAGES:
+        raise SpecError(f"{where}: key 'sweep_page' must be one of {', '.join(SWEEP_PAGES)}, found {page!r}")
     return TimingSpec(where, case, tuple(sorted(cases.items())), _count(table, "warmup", defaults.warmup, where, 0),
                       rule, _count(table, "pool", defaults.pool, where, 1), _positive(table, "spin_us", 200.0, where, 0.0),
                       leaderboard, _tiers(table.get("tiers", []), where),
                       _typed(table, "sweep_parameter", str, defaults.sweep_parameter, where),
-                      tuple(sorted((k, float(v)) for k, v in limits.items())))
+                      tuple(sorted((k, float(v)) for k, v in limits.items())), page,
+                      _speedup_rules(table.get("speedup_points", []), where))
+
+
+def _speedup_rules(value: Any, where: str) -> tuple[SpeedupRule, ...]:
+    shape = "{ kernel, over, at, min_speedup, points } tables"
+    if not isinstance(value, list):
+        raise SpecError(f"{where}: key 'speedup_points' must be a list of {shape}, found {value!r}")
+    rules = []
+    for index, entry in enumerate(value):
+        at = f"{where} speedup_points[{index}]"
+        if not isinstance(entry, dict) or set(entry) != set(SPEEDUP_RULE_KEYS):
+            raise SpecError(f"{at}: expected a table with exactly {', '.join(SPEEDUP_RULE_KEYS)}, found {entry!r}")
+        rule = SpeedupRule(_typed(entry, "kernel", str, ..., at), _typed(entry, "over", str, ..., at),
+                           _positive(entry, "at", 0.0, at), _positive(entry, "min_speedup", 0.0, at),
+                           _positive(entry, "points", 0.0, at))
+        if rule.kernel == rule.over:
+            raise SpecError(f"{at}: 'kernel' and 'over' are both {rule.kernel!r}; a speed-up is over another kernel")
+        rules.append(rule)
+    return tuple(rules)
 
 
 def _tiers(value: Any, where: str) -> tuple[Tier, ...]:
