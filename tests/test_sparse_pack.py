@@ -17,6 +17,7 @@ from grader.options import Options
 from grader.pipeline import grade
 from grader.report.density import CPU, GPU, DensityPoint, crossovers, render
 from grader.report.hints import kernel_hints
+from grader.report.scaling import memory_growths
 from grader.samples import Sample, compose, variants
 from grader.spec import Assignment, load_assignment, shape_of
 from grader.status import TimingStatus
@@ -211,6 +212,19 @@ def test_a_sweep_becomes_four_lines_and_a_crossover_where_the_gpu_starts_winning
     assert "Crossover at density 0.00548: the GPU is faster above it." in page
     assert "does not cross 1 over the densities timed: the CPU is faster at every one" in page
     assert "<svg" in page and "No figure" not in page  # matplotlib is a dependency of the grader's
+
+
+def test_memory_against_density_is_shown_and_never_fitted_to_an_exponent() -> None:
+    # At one size a fixed cost dominates: steps of +5 MiB then +0.2 MiB fit to a meaningless negative slope.
+    held = {0.001: 12.0, 0.01: 11.3, 0.1: 16.8, 0.3: 17.1}
+    points = [DensityPoint(CPU, "spgemm", f"d{d}", d, 100.0, int(mib * 2**20)) for d, mib in held.items()]
+    (growth,) = memory_growths(points, {}, fit=False)
+    assert growth.exponent is None and [x for x, _ in growth.points] == sorted(held)
+    page = render(points, "sparse")
+    assert "peak extra memory, by density" in page and "fitted exponent" not in page
+    assert "0.3: 17.1 MiB" in page
+    sized = [DensityPoint(CPU, "k", f"n{n}", n, 1.0, 1000 + 8 * n * n) for n in (128, 256, 512, 1024)]
+    assert "fitted exponent" in render(sized, "sizes", "N")
 
 
 def test_two_cases_of_one_density_count_as_their_geometric_mean() -> None:

@@ -104,7 +104,7 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
     from grader.timing.results import SubmissionTiming
     from grader.timing.run import time_submission
     from grader.timing.spec import load_timing
-    from grader.timing.sweep import matmul_points, sweep_points
+    from grader.timing.sweep import DENSITY, matmul_points, sweep_points
 
     if arguments.with_timings and timing.sweep_page == "matmul":
         raise GraderError(f"--with draws another pack's sweep on the density page; {assignment.name}'s page "
@@ -128,7 +128,7 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
     console.print(shown)
     parameter = timing.sweep_parameter
     points = sweep_points(student, assignment, parameter)
-    for growth in memory_growths(points, dict(timing.memory_exponent_limit)):
+    for growth in memory_growths(points, dict(timing.memory_exponent_limit), fit=parameter != DENSITY):
         if growth.exponent is not None:
             console.print(f"{growth.operation}: peak extra memory grows like {parameter}^{growth.exponent:.2f} "
                           f"(fitted from {parameter} = {growth.fitted_from:g})", highlight=False, soft_wrap=True)
@@ -151,11 +151,14 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
         console.print(f"GFLOP/s against {parameter} and the tile (HTML) written to "
                       f"{escape(str(arguments.density_html))}", highlight=False, soft_wrap=True)
     elif arguments.density_html:
+        packs = [assignment]
         for other in others:
-            pack = load_assignment(other.assignment)
-            points += sweep_points(other, pack, load_timing(pack).sweep_parameter)
+            packs.append(load_assignment(other.assignment))
+            points += sweep_points(other, packs[-1], load_timing(packs[-1]).sweep_parameter)
+        # One pack: its title; with others beside it (the CPU and GPU halves), their names.
+        title = assignment.title if len(packs) == 1 else " and ".join(p.name for p in packs)
         arguments.density_html.parent.mkdir(parents=True, exist_ok=True)
-        arguments.density_html.write_text(render_density(points, assignment.title, parameter,
+        arguments.density_html.write_text(render_density(points, title, parameter,
                                                          dict(timing.memory_exponent_limit)), encoding="utf-8")
         console.print(f"runtime against {parameter} (HTML) written to {escape(str(arguments.density_html))}",
                       highlight=False, soft_wrap=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 CPU, GPU = "CPU", "GPU"
+DENSITY = "density"  # the case parameter a sweep's x axis reads unless the pack names another
 
 
 @dataclass(frozen=True)
@@ -170,11 +171,11 @@ def render(points: Sequence[DensityPoint], title: str, parameter: str = "density
     from grader.report.render import environment
     from grader.report.scaling import flag_words, mebibytes, memory_growths, time_crossovers
 
-    growths = memory_growths(points, memory_limits or {})
+    growths = memory_growths(points, memory_limits or {}, fit=parameter != DENSITY)
     return environment(autoescape=True).get_template("density.html.j2").render(
         title=title, parameter=parameter, figure=figure_svg(points, title, parameter),
         # Kernels against each other where the pack swept them for it (a named parameter): SpMV against SpGEMM
         # at one density is no comparison.
-        crossovers=crossovers(points), time_crossovers=time_crossovers(points) if parameter != "density" else [],
+        crossovers=crossovers(points), time_crossovers=time_crossovers(points) if parameter != DENSITY else [],
         growths=growths, flags=[flag_words(g, parameter) for g in growths if g.flagged],
         points=sorted(points, key=lambda p: (p.operation, p.device, p.density, p.case)), size=mebibytes)

@@ -63,9 +63,10 @@ def fit_exponent(points: Sequence[tuple[float, float]]) -> tuple[float | None, f
     return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread, upper[0][0]
 
 
-def memory_growths(points: Sequence[DensityPoint], limits: Mapping[str, float]) -> list[MemoryGrowth]:
-    """Each kernel's peak extra memory by x (the most of its cases at one x), fitted; kernels without any counted
-    memory are left out."""
+def memory_growths(points: Sequence[DensityPoint], limits: Mapping[str, float], fit: bool = True) -> list[MemoryGrowth]:
+    """Each kernel's peak extra memory by x (the most of its cases at one x), fitted where `fit` (a size sweep: not
+    against a density at one size, where a fixed cost dominates and the steps' slope says nothing); kernels without
+    any counted memory are left out."""
     found = []
     for operation in dict.fromkeys(p.operation for p in points):
         by_x: dict[float, int] = {}
@@ -75,7 +76,7 @@ def memory_growths(points: Sequence[DensityPoint], limits: Mapping[str, float]) 
         if by_x:
             line = tuple(sorted(by_x.items()))
             steps = [(x, float(b - before)) for (_, before), (x, b) in zip(line, line[1:])]
-            exponent, start = fit_exponent(steps)
+            exponent, start = fit_exponent(steps) if fit else (None, None)
             found.append(MemoryGrowth(operation, line, exponent, start, limits.get(operation)))
     return found
 

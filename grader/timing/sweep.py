@@ -4,13 +4,12 @@ pack's (tiled-matmul) as points with their flops and tile too."""
 
 from __future__ import annotations
 
-from grader.report.density import CPU, GPU, DensityPoint
+from grader.report.density import CPU, DENSITY, GPU, DensityPoint
 from grader.report.matmul_sweep import MatmulPoint
 from grader.spec import Assignment, Case
 from grader.targets import target_of
 from grader.timing.results import KernelTiming, SubmissionTiming
 
-DENSITY = "density"  # the case parameter the x axis reads unless the pack names another
 
 
 def sweep_points(timing: SubmissionTiming, assignment: Assignment, parameter: str = DENSITY) -> list[DensityPoint]:
