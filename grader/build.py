@@ -191,7 +191,7 @@ def _library_facts(assignment: Assignment, kernel: Kernel, folder: Path, saved: 
         record["forbidden_by_patterns"] = forbidden
     facts: dict[str, Any] = {"forbidden_symbols": tuple(forbidden[patterns])}
     variant = assignment.variant(kernel.variant) if kernel.variant else None
-    if variant is not None and variant.evidence:
+    if variant is not None and (variant.evidence or variant.tensor_core_precisions):
         if "evidence" not in record:  # cuobjdump: seconds on a big library, so only where a variant asks
             record["evidence"] = evidence_of(library).to_dict()
         facts["evidence"] = LibraryEvidence.from_dict({**record["evidence"], "library": str(library)})

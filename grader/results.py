@@ -209,7 +209,9 @@ class VariantResult:
     missing_evidence: dict[str, list[str]] = field(default_factory=dict)
     missing_symbols: dict[str, list[str]] = field(default_factory=dict)
     evidence_unread: dict[str, str] = field(default_factory=dict)
-    penalty: float = 0.0  # points that missing evidence or symbols cost
+    penalty: float = 0.0  # points that missing evidence or symbols, or a tensor-core precision not allowed, cost
+    # Per base kernel: its tensor-core instructions of a precision the variant does not allow ("FP16 in kernel_name").
+    wrong_precision: dict[str, list[str]] = field(default_factory=dict)
     # The kinds of evidence the variant asks its binaries to show (the spec's: "tensor_cores", ...), and per
     # base kernel what its built library shows (where it was read): the reports say it in sentences.
     evidence_kinds: list[str] = field(default_factory=list)

@@ -12,6 +12,7 @@ import dataclasses
 
 from grader.build import Artifact
 from grader.compare import Verdict
+from grader.evidence import LibraryEvidence
 from grader.results import EVIDENCE_WORDS, CaseResult, Deduction, KernelResult, Mismatch, VariantResult
 from grader.runner import CallOutcome
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
@@ -159,6 +160,7 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
     missing_evidence: dict[str, list[str]] = {}
     unread: dict[str, str] = {}
     missing_symbols: dict[str, list[str]] = {}
+    wrong_precision: dict[str, list[str]] = {}
     for name, artifact in built.items():
         base = kernels[name].base
         if not variant.must_change_kernel(kernels[name]) or artifact.status != BuildStatus.BUILT:
@@ -169,6 +171,8 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
                 missing_evidence[base] = absent
             if any(seen is None for seen in shown.values()):
                 unread[base] = artifact.evidence.note or "its binary could not be read"
+            if variant.tensor_core_precisions and (wrong := _wrong_precisions(artifact.evidence, variant)):
+                wrong_precision[base] = wrong
         if artifact.missing_symbols:
             missing_symbols[base] = list(artifact.missing_symbols)
 
@@ -193,6 +197,14 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
         reason = f"{variant.name} must show its technique: {'; '.join(missing)}"
         members = [_deducted(m, reason, penalty * m.score / earned) for m in members]
         messages.append(f"{reason} (−{penalty:.3g})")
+    earned = sum(m.score for m in members)
+    if wrong_precision and variant.precision_penalty > 0 and earned > 0:
+        cost = min(earned, max_score * variant.precision_penalty)
+        uses = "; ".join(f"{base}'s binary shows {', '.join(found)}" for base, found in wrong_precision.items())
+        reason = f"{variant.name} must use {' or '.join(variant.tensor_core_precisions)} tensor cores: {uses}"
+        members = [_deducted(m, reason, cost * m.score / earned) for m in members]
+        messages.append(f"{reason} (−{cost:.3g})")
+        penalty += cost
     score = round(sum(m.score for m in members), 6)
     status = Outcome.of(SubmissionStatus.GRADED, (m.status for m in members))
     if status is Outcome.PASSED and score < max_score - 1e-9:
@@ -201,10 +213,17 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
     if not message.startswith(variant.name):
         message = f"{variant.name}: {message}"
     return members, VariantResult(score=score, status=status, message=message, missing_evidence=missing_evidence,
-                                  missing_symbols=missing_symbols,
+                                  missing_symbols=missing_symbols, wrong_precision=wrong_precision,
                                   evidence_unread=unread, evidence_kinds=list(variant.evidence),
                                   libraries=libraries, penalty=round(penalty, 6), **facts)
 
+
+
+def _wrong_precisions(evidence: LibraryEvidence, variant: Variant) -> list[str]:
+    """The library's functions whose tensor-core instructions take a precision the variant does not allow, each as
+    "FP16 in matmul_forward_kernel" (what the SASS shows; nothing where it was not read)."""
+    return [f"{precision} in {f.short_name}" for f in evidence.functions for precision in f.tensor_core_precisions
+            if precision not in variant.tensor_core_precisions]
 
 
 def _full_marks(result: KernelResult) -> bool:

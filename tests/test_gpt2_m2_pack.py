@@ -16,7 +16,9 @@ from grader.evidence import evidence_of
 from grader.options import Options
 from grader.pipeline import Built, build_stage, run_stage
 from grader.report.evidence import variant_evidence
+from grader.results import KernelResult
 from grader.samples import compose, variants
+from grader.scoring import score_variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import BuildStatus, KernelStatus
 
@@ -179,6 +181,24 @@ def test_a_req_2_matmul_without_cublas_misses_the_required_symbol(m2: Assignment
     assert artifacts["req_2/matmul"].missing_symbols == ("cublas*",)
     assert not artifacts["req_2/attention"].missing_symbols  # attention still calls cuBLAS
     assert not any(a.forbidden_symbols for a in artifacts.values())
+
+
+@needs_nvcc
+@needs_sass
+def test_a_req_1_on_fp16_tensor_cores_loses_req_1_for_its_precision(m2: Assignment, m2_cache: Path,
+                                                                     tmp_path: Path) -> None:
+    sample = next(v for v in variants(m2) if v.name == "mutant-req1-fp16-wmma")
+    folder = compose(m2, sample, tmp_path / sample.name)
+    built = build_stage(folder, m2, Options(cache_dir=m2_cache, kernels=("req_1",)))
+    # As if every case passed, as they do on a GPU (tests/test_gpu_gpt2_m2.py): the binaries decide the rest.
+    passed = [KernelResult(k.name, k.weight, k.weight, KernelStatus.PASSED, "all cases passed", [], variant=k.variant)
+              for k in built.kernels]
+    kernels, (req_1,) = score_variants(m2, passed, built.variants, built.artifacts)
+    assert set(req_1.wrong_precision) == {"matmul", "attention"}
+    assert all(f.startswith("FP16 in wmma_matmul_kernel") for found in req_1.wrong_precision.values() for f in found)
+    assert req_1.score == 0 and req_1.penalty == pytest.approx(COURSE_WEIGHTS["req_1"])
+    assert req_1.message.startswith("req_1 must use TF32 tensor cores: matmul's binary shows FP16 in wmma_matmul_kernel")
+    assert all(k.deductions and k.score == 0 for k in kernels)
 
 
 @needs_nvcc

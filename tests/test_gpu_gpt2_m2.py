@@ -139,6 +139,18 @@ def test_a_req_2_without_cublas_is_flagged(m2: Assignment, tmp_path: Path, cache
     assert kernels_of(result)["req_2/matmul"].status is KernelStatus.PASSED
 
 
+def test_a_req_1_on_fp16_tensor_cores_is_right_and_loses_req_1_for_its_precision(m2: Assignment, tmp_path: Path,
+                                                                                 cache_dir: Path) -> None:
+    result = grade_variant(m2, sample(m2, "mutant-req1-fp16-wmma"), tmp_path, cache_dir, public_only=True,
+                           kernels=("req_1",))
+    found = kernels_of(result)
+    # Every case within the tolerances (half keeps TF32's mantissa), as the team's 5/5 was.
+    assert all(c.passed for k in found.values() for c in k.cases), [k.message for k in found.values()]
+    req_1 = variants_of(result)["req_1"]
+    assert set(req_1.wrong_precision) == {"matmul", "attention"}
+    assert req_1.score == 0 and req_1.message.startswith("req_1 must use TF32 tensor cores: matmul's binary shows FP16")
+
+
 def test_a_missing_folder_costs_only_its_variant(m2: Assignment, tmp_path: Path, cache_dir: Path) -> None:
     folder = compose(m2, None, tmp_path / "no-req-3")
     shutil.rmtree(folder / "kernels_req_3")

@@ -19,7 +19,8 @@ from grader.options import Options
 from grader.pipeline import build_stage, grade
 from grader.report import gradebook, html, markdown, terminal
 from grader.report.evidence import variant_evidence
-from grader.results import Result
+from grader.results import KernelResult, Result
+from grader.scoring import score_variants
 from grader.spec import ASSIGNMENTS_DIR, Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
 from grader.store import Store
@@ -215,9 +216,13 @@ def test_kernels_are_selected_by_name_or_by_variant(variants: Assignment) -> Non
      r"variant 'opt_b': key 'partial_credit' must be one of fraction, all_or_nothing, found 'most'"),
     ('weight = 3', 'weight = 3\nbonus = 1', r"variant 'opt_b': unknown key\(s\) \['bonus'\]"),
     ('name = "opt_b"', 'name = "flash_attention"', r"key 'name': a kernel has this name"),
+    ('weight = 3', 'weight = 3\ntensor_core_precisions = ["TF16"]',
+     r"variant 'opt_b': key 'tensor_core_precisions': unknown precision \['TF16'\]; expected some of TF32, FP16"),
+    ('weight = 3', 'weight = 3\nprecision_penalty = 2.0',
+     r"variant 'opt_b': key 'precision_penalty' is a share of the variant's weight between 0 and 1, found 2.0"),
 ], ids=["unknown-evidence", "absolute-folder", "dotdot-folder", "duplicate-name", "based-on-missing-pack",
         "tolerance-for-unknown-kernel", "must-change-outside-onto", "bad-partial-credit", "unknown-key",
-        "name-of-a-kernel"])
+        "name-of-a-kernel", "unknown-precision", "precision-penalty-above-1"])
 def test_broken_variant_specs_name_file_and_key(tmp_path: Path, old: str, new: str, expected: str) -> None:
     assert old in SPEC, f"test setup: {old!r} not in the spec"
     pack = make_pack(tmp_path, SPEC.replace(old, new, 1))
@@ -534,6 +539,71 @@ def test_tensor_core_evidence_from_the_variants_library(tmp_path: Path) -> None:
     assert variant.missing_evidence == {"matmul": ["tensor_cores"]} and not variant.changes_nothing
     assert variant_evidence(variant) == ["tensor cores: not used in matmul"]
     assert "matmul: its binary shows no tensor-core instruction" in markdown.render(plain)
+
+
+# fp16-wmma-matmul: the way a team wrote req_1 (half fragments, each tile converted as it is staged): tensor cores,
+# but not the TF32 the course requires.
+FP16_WMMA_MATMUL = r"""#pragma once
+#include <cuda_fp16.h>
+#include <mma.h>
+using namespace nvcuda;
+__global__ void matmul_forward_kernel(float* out, const float* inp, const float* weight, int M, int C, int OC) {
+    __shared__ half a_tile[16 * 16], b_tile[16 * 16];
+    int tile_row = blockIdx.y * 16, tile_col = blockIdx.x * 16;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int k = 0; k < C; k += 16) {
+        for (int i = threadIdx.x; i < 256; i += 32) {
+            a_tile[i] = __float2half(inp[(tile_row + i / 16) * C + k + i % 16]);
+            b_tile[i] = __float2half(weight[(tile_col + i / 16) * C + k + i % 16]);
+        }
+        __syncwarp();
+        wmma::load_matrix_sync(a, a_tile, 16);
+        wmma::load_matrix_sync(b, b_tile, 16);
+        wmma::mma_sync(acc, a, b, acc);
+        __syncwarp();
+    }
+    wmma::store_matrix_sync(out + tile_row * OC + tile_col, acc, OC, wmma::mem_row_major);
+}
+void matmul_forward(float* out, const float* inp, const float* weight, int M, int C, int OC) {
+    matmul_forward_kernel<<<dim3(OC / 16, M / 16), 32>>>(out, inp, weight, M, C, OC);
+}
+"""
+
+
+@needs_nvcc
+@pytest.mark.skipif(evidence.find_cuobjdump() is None or evidence.find_nvdisasm() is None,
+                    reason="cuobjdump and nvdisasm are not installed")
+@pytest.mark.parametrize("penalty", [1.0, 0.0])
+def test_fp16_tensor_cores_cost_a_variant_that_requires_tf32(tmp_path: Path, penalty: float) -> None:
+    assignment = cuda_pack(tmp_path)
+    spec = assignment.spec_file.read_text().replace(
+        "evidence_penalty = 0.5", f"evidence_penalty = 0.5\ntensor_core_precisions = [\"TF32\"]\n"
+                                  f"precision_penalty = {penalty}")
+    assignment.spec_file.write_text(spec)
+    assignment = load_assignment(assignment.root)
+    scored = {}
+    for name, source in (("tf32", WMMA_MATMUL), ("fp16", FP16_WMMA_MATMUL)):
+        folder = write(tmp_path / name, {"kernels/matmul.cuh": NAIVE_MATMUL, "kernels_tc/matmul.cuh": source})
+        built = build_stage(folder, assignment, Options(cache_dir=tmp_path / "cache", kernels=("tc",),
+                                                        cuda_arch="sm_90"))
+        # As if every case passed (no GPU here): what the binaries show decides the rest.
+        passed = [KernelResult(k.name, k.weight, k.weight, KernelStatus.PASSED, "all cases passed", [],
+                               variant=k.variant) for k in built.kernels]
+        scored[name] = score_variants(assignment, passed, built.variants, built.artifacts)
+    (kernel,), (variant,) = scored["tf32"]
+    assert variant.score == variant.max_score == 4 and not variant.wrong_precision and not kernel.deductions
+    (kernel,), (variant,) = scored["fp16"]
+    assert variant.wrong_precision == {"matmul": ["FP16 in matmul_forward_kernel"]}
+    assert variant_evidence(variant) == ["tensor cores: used in matmul (matmul_forward_kernel: FP16)"]
+    assert variant.score == pytest.approx(4 * (1 - penalty)) and variant.penalty == pytest.approx(4 * penalty)
+    words = "tc must use TF32 tensor cores: matmul's binary shows FP16 in matmul_forward_kernel"
+    if penalty:
+        assert variant.message == f"{words} (−4)" and kernel.deductions[0].reason == words
+    else:  # reported by the evidence, costs nothing
+        assert variant.message == "tc: all 1 kernels passed" and not kernel.deductions
 
 
 @needs_nvcc

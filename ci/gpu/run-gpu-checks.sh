@@ -59,7 +59,9 @@ for part in $parts; do
             run floor-sparse-spmv-spgemm-cupy 120 python3 benchmarks/floor.py --assignment sparse-spmv-spgemm-cupy \
               --repeat 3 --json "$out/floor-sparse-spmv-spgemm-cupy.json" ;;
     # Issue 26: tiled-matmul's samples, its timing (tiled against naive and cuBLAS at 4096).
-    tiled) run gpu-tiled-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_tiled_matmul.py ;;
+    tiled) run gpu-tiled-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_tiled_matmul.py
+           run tiled-sweep 150 python3 -m grader time assignments/tiled-matmul/reference -a tiled-matmul --sweep \
+             --json "$out/tiled-sweep.json" --sweep-html "$out/tiled-sweep.html" ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
     # Where a harness's time goes, per backend: the per-kernel interpreter start and GPU initialisation.

@@ -26,6 +26,8 @@ GoldSource = Literal["reference", "numpy"]
 # What a variant may ask the binaries to show of its technique (grader.evidence).
 Evidence = Literal["tensor_cores", "shared_memory", "cublas"]
 EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas")
+# The input types a tensor-core instruction is read as taking (grader.evidence: HMMA.1684.F32.TF32 takes TF32).
+TENSOR_CORE_PRECISIONS: tuple[str, ...] = ("TF32", "FP16", "BF16", "FP64", "FP8", "FP4", "INT8", "INT4", "1-bit")
 # Libraries an assignment may link when the machine has them (their use can still be forbidden).
 LIBRARIES = ("cublas",)
 
@@ -153,6 +155,10 @@ class Variant:
     required_symbols: tuple[str, ...] = ()  # patterns a must_change kernel's library must call (req_2: cublas*)
     evidence: tuple[Evidence, ...] = ()  # what the must_change kernels' binaries must show
     evidence_penalty: float = 0.0  # share of `weight` that missing evidence or a missing required symbol costs
+    # The tensor-core input types its must_change kernels may use (req_1: TF32); () allows any. A tensor-core
+    # instruction of another type (FP16 WMMA) costs `precision_penalty` of the variant's points.
+    tensor_core_precisions: tuple[str, ...] = ()
+    precision_penalty: float = 1.0
 
     def must_change_kernel(self, kernel: Kernel) -> bool:
         """The kernel is built from a file the optimization must change."""

@@ -12,10 +12,11 @@ from grader.checks import CheckSpec
 from grader.errors import SpecError
 from grader.spec.document import Reader
 from grader.spec.kernels import load_tolerance
-from grader.spec.model import EVIDENCE, Buffer, Case, Kernel, Signature, Tolerance, Variant
+from grader.spec.model import EVIDENCE, TENSOR_CORE_PRECISIONS, Buffer, Case, Kernel, Signature, Tolerance, Variant
 
 VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
-                "required_symbols", "evidence", "evidence_penalty", "tolerances")
+                "required_symbols", "evidence", "evidence_penalty", "tensor_core_precisions", "precision_penalty",
+                "tolerances")
 
 
 def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
@@ -69,6 +70,14 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
     if not 0 <= penalty <= 1:
         raise SpecError(f"{where}: key 'evidence_penalty' is a share of the variant's weight between 0 and 1, "
                         f"found {penalty}")
+    precisions = read.strings("tensor_core_precisions", ())
+    if unknown_precisions := [p for p in precisions if p not in TENSOR_CORE_PRECISIONS]:
+        raise SpecError(f"{where}: key 'tensor_core_precisions': unknown precision {unknown_precisions}; expected "
+                        f"some of {', '.join(TENSOR_CORE_PRECISIONS)}")
+    precision_penalty = read.get("precision_penalty", float, 1.0)
+    if not 0 <= precision_penalty <= 1:
+        raise SpecError(f"{where}: key 'precision_penalty' is a share of the variant's weight between 0 and 1, "
+                        f"found {precision_penalty}")
     tolerances = {}
     names = [k.name for k in kernels]
     for kernel, tolerance in read.get("tolerances", dict, {}).items():
@@ -87,6 +96,8 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         tolerances=tolerances, required_symbols=read.strings("required_symbols", ()),
         evidence=evidence,  # type: ignore[arg-type]
         evidence_penalty=penalty,
+        tensor_core_precisions=precisions,
+        precision_penalty=precision_penalty,
     )
 
 
