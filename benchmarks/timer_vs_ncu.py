@@ -37,11 +37,12 @@ REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
 from grader.boundary.timing_harness import Settings  # noqa: E402
+from grader.cases import Seed  # noqa: E402
 from grader.boundary.timing_statistics import StopRule  # noqa: E402
 from grader.options import Options, default_cache_dir  # noqa: E402
 from grader.pipeline import build_stage  # noqa: E402
 from grader.runner.plan import plan_for  # noqa: E402
-from grader.spec import load_assignment  # noqa: E402
+from grader.spec import Assignment, Case, Kernel, load_assignment  # noqa: E402
 from grader.timing.run import pool_inputs, time_submission, timing_calls  # noqa: E402
 from grader.timing.spec import load_timing  # noqa: E402
 from grader.timing.table import clocks_summary, markdown, speedup_table  # noqa: E402
@@ -65,36 +66,66 @@ def child(manifest: Path) -> int:
     return 0
 
 
-def ncu_times(ncu: str, entries: list[dict], folder: Path, timeout_s: float) -> tuple[dict[str, float], str]:
-    """Each kernel's median ncu time per timed call (µs), and a note if ncu failed."""
+def harness_entry(assignment: Assignment, kernel: Kernel, case: Case, library: Path, seed: Seed, settings: Settings,
+                  pool: int, outbox: Path, cache_dir: Path, label: str) -> dict:
+    """One kernel's timing harness on `case` as the `--child` runs it: its plan (a pool of `pool` input sets) written
+    under `outbox`, named `label` in the manifest."""
+    outbox.mkdir(parents=True)
+    inputs = pool_inputs(assignment, kernel, case, seed, pool, cache_dir)
+    calls = timing_calls(kernel, case, library, inputs, outbox)
+    plan = outbox / "plan.json"
+    plan.write_text(plan_for(assignment, calls, outbox, sanitizer=False).to_json())
+    return {"kernel": label, "settings": settings.to_json(), "plan": str(plan),
+            "progress": str(outbox / "progress.jsonl"), "calls": len(calls)}
+
+
+def ncu_launches(ncu: str, metrics: tuple[str, ...], entries: list[dict], folder: Path,
+                 timeout_s: float) -> tuple[list[tuple[str, dict[str, float]]], str]:
+    """The planned kernels' timing harnesses (this script's `--child`) under ncu: every launch in order, as
+    (kernel name, {metric: value in base units, times in ns}), and a note if ncu failed."""
     manifest = folder / "manifest.json"
     manifest.write_text(json.dumps(entries))
     log = folder / "ncu.csv"
-    command = [ncu, "--metrics", "gpu__time_duration.sum", "--clock-control", "none", "--cache-control", "all",
+    command = [ncu, "--metrics", ",".join(metrics), "--clock-control", "none", "--cache-control", "all",
                "--print-units", "base", "--csv", "--log-file", str(log), sys.executable, str(Path(__file__).resolve()),
                "--child", str(manifest)]
     try:
         ran = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return {}, f"ncu ran past the {timeout_s:.0f} s left of the budget (--budget-s)"
+        return [], f"ncu ran past the {timeout_s:.0f} s left of the budget (--budget-s)"
     except OSError as error:
-        return {}, f"ncu could not be started ({error})"
+        return [], f"ncu could not be started ({error})"
     if ran.returncode != 0 or not log.is_file():
-        return {}, f"ncu failed (exit {ran.returncode}): {(ran.stderr or ran.stdout)[-600:]}"
+        return [], f"ncu failed (exit {ran.returncode}): {(ran.stderr or ran.stdout)[-600:]}"
     rows = list(csv.DictReader(line for line in log.read_text().splitlines() if line.startswith('"')))
-    launches: dict[str, tuple[str, float]] = {}  # ID -> (kernel name, ns)
+    launches: dict[str, tuple[str, dict[str, float]]] = {}  # ID -> (kernel name, metrics)
     for row in rows:
-        if row.get("Metric Name") == "gpu__time_duration.sum":
+        if row.get("Metric Name") in metrics:
             value = float(row["Metric Value"].replace(",", ""))
             scale = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6}.get(
-                row.get("Metric Unit", "nsecond"), 1.0)
-            launches[row["ID"]] = (row["Kernel Name"], value * scale)
-    calls: list[float] = []  # per call (each begins with its spin kernel): its kernels' summed ns
-    for _, (name, ns) in sorted(launches.items(), key=lambda item: int(item[0])):
+                row.get("Metric Unit", ""), 1.0)
+            launches.setdefault(row["ID"], (row["Kernel Name"], {}))[1][row["Metric Name"]] = value * scale
+    return [launches[i] for i in sorted(launches, key=int)], ""
+
+
+def per_call(launches: list[tuple[str, dict[str, float]]], metric: str) -> list[float]:
+    """`metric` summed over each harness call's kernels: a call begins with its spin kernel (`kg_spin`), and the
+    harness's own kernels (`kg_*`) are left out."""
+    calls: list[float] = []
+    for name, values in launches:
         if name.startswith("kg_spin"):
             calls.append(0.0)
         elif not name.startswith(HARNESS_PREFIX) and calls:
-            calls[-1] += ns
+            calls[-1] += values.get(metric, 0.0)
+    return calls
+
+
+def ncu_times(ncu: str, entries: list[dict], folder: Path, timeout_s: float) -> tuple[dict[str, float], str]:
+    """Each kernel's median ncu time per timed call (µs), and a note if ncu failed."""
+    launches, note = ncu_launches(ncu, ("gpu__time_duration.sum",), entries, folder, timeout_s)
+    if note:
+        return {}, note
+    calls = per_call(launches, "gpu__time_duration.sum")
     per_kernel = NCU_WARMUP + NCU_CALLS + 1  # warm-up, timed, re-check
     if len(calls) != per_kernel * len(entries):
         return {}, f"ncu listed {len(calls)} calls, expected {per_kernel * len(entries)}: cannot match them to kernels"
@@ -140,17 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(NCU_WARMUP, StopRule(NCU_CALLS, NCU_CALLS, timing.rule.rse, 1e9), timing.spin_us)
     with tempfile.TemporaryDirectory(prefix="kg-ncu-") as scratch:
         folder = Path(scratch)
-        entries = []
-        for kernel in built.kernels:
-            case = timing.timed_case(kernel)
-            outbox = folder / kernel.name.replace("/", "_")
-            outbox.mkdir(parents=True)
-            inputs = pool_inputs(assignment, kernel, case, built.seed, NCU_POOL, options.cache_dir)
-            calls = timing_calls(kernel, case, built.artifacts[kernel.name].library, inputs, outbox)
-            plan = outbox / "plan.json"
-            plan.write_text(plan_for(assignment, calls, outbox, sanitizer=False).to_json())
-            entries.append({"kernel": kernel.name, "settings": settings.to_json(), "plan": str(plan),
-                            "progress": str(outbox / "progress.jsonl"), "calls": len(calls)})
+        entries = [harness_entry(assignment, kernel, timing.timed_case(kernel), built.artifacts[kernel.name].library,
+                                 built.seed, settings, NCU_POOL, folder / kernel.name.replace("/", "_"),
+                                 options.cache_dir, kernel.name)
+                   for kernel in built.kernels]
         left = max(30.0, arguments.budget_s - (time.perf_counter() - started))
         ncu, ncu_note = ncu_times(arguments.ncu, entries, folder, left) if long else ({}, "no kernel of 50 µs or more")
     device = next((k.device for k in first.kernels if k.device), "no device")

@@ -106,6 +106,14 @@ def with_time_limit(assignment: Assignment, seconds: float) -> Assignment:
     return dataclasses.replace(assignment, kernels=kernels, check_kernels=checks, submission_time_limit_s=None)
 
 
+def with_sweep_up_to(assignment: Assignment, largest: int, parameter: str = "N") -> Assignment:
+    """The same pack with its sweep cases cut at `parameter` <= largest, so that a real sweep stays short."""
+    kernels = tuple(dataclasses.replace(k, sweep_cases=tuple(c for c in k.sweep_cases
+                                                             if c.params[parameter] <= largest))
+                    for k in assignment.kernels)
+    return dataclasses.replace(assignment, kernels=kernels)
+
+
 @pytest.fixture(scope="session")
 def flash() -> Assignment:
     return with_time_limit(load_assignment("flash-attention-cpu"), 3.0)

@@ -4,7 +4,6 @@ peak extra memory counted, its growth fitted against N, and an Algorithm 1 that 
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from grader.timing.run import time_submission
 from grader.timing.spec import load_timing, parse_timing
 from grader.timing.sweep import sweep_points
 
+from conftest import with_sweep_up_to
+
 PACK = PROJECT_ROOT / "assignments" / "flash-attention-cpu"
 MUTANT = PACK / "samples" / "mutant-flash-materialises-scores"
 LARGEST = 2048  # the sweep's N cut here: the test stays under a minute (the pack's own goes to 8192)
@@ -31,9 +32,7 @@ def pack() -> Assignment:
 
 
 def reduced(pack: Assignment) -> Assignment:
-    return replace(pack, kernels=tuple(replace(k, sweep_cases=tuple(c for c in k.sweep_cases
-                                                                       if c.params["N"] <= LARGEST))
-                                       for k in pack.kernels))
+    return with_sweep_up_to(pack, LARGEST)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU runner, from the repository root: everything that needs the GPU, each part time-boxed so
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
-#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled class overhead batch
+#   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled traffic class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
+#                                               traffic
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -62,6 +63,9 @@ for part in $parts; do
     tiled) run gpu-tiled-tests 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_tiled_matmul.py
            run tiled-sweep 150 python3 -m grader time assignments/tiled-matmul/reference -a tiled-matmul --sweep \
              --json "$out/tiled-sweep.json" --sweep-html "$out/tiled-sweep.html" ;;
+    # Issue 26: tiled-matmul's global loads per output under ncu (L2 read sectors), naive against tile 8, 16, 32.
+    traffic) run tiled-traffic 150 python3 benchmarks/tiled_matmul_traffic.py --budget-s 130 \
+               --out "$out/tiled-traffic.md" --json "$out/tiled-traffic.json" ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
     # Where a harness's time goes, per backend: the per-kernel interpreter start and GPU initialisation.

@@ -114,7 +114,9 @@ def figure_svg(points: Sequence[DensityPoint], title: str = "", parameter: str =
                 if line:
                     axes.plot([d for d, _ in line], [t / 1000 for _, t in line], style, label=f"{device} {operation}")
         axes.set_ylabel("median time per call (ms)")
-        _axes(axes, parameter, title)
+        # Beside the memory panel the pack's title would not fit (FlashAttention (II)'s is cut): the page's heading
+        # carries it, the panels say what they draw.
+        _axes(axes, parameter, "runtime" if memory else title)
         if memory:
             axes = panels[0][1]
             for operation in dict.fromkeys(p.operation for p in points):
