@@ -8,10 +8,11 @@ Each kernel runs in grader.boundary.timing_harness (the grader's build of the re
 generator), one timed call and its re-check, all of them in one process under
 `ncu --metrics <METRICS> --cache-control all` (benchmarks/timer_vs_ncu.py's `--child`: the reference is our own
 code, so outside the sandbox). A call's figure is the sum over its kernels (the harness's own, `kg_*`, left out).
-L2 read sectors (32 bytes each, the requests L1 passes on to L2) per output are the loads that tiling divides:
-a naive thread loads 2 N floats, a tiled one 2 N / tile; L1 hits of the naive kernel make its ratio somewhat
-smaller than the tile. DRAM bytes are printed beside: at N = 2048, A and B (32 MiB) fit in the H200's L2, so they
-are read from DRAM about once by every kernel. Needs a CUDA GPU and ncu; ~1 minute on an H200 (--budget-s bounds it).
+Global loads per output (L1's global-load requests, one per warp-wide load instruction, times 32 threads, per
+output) are the loads that tiling divides: a naive thread loads 2 N floats, a tiled one 2 N / tile, so the ratio
+is the tile exactly. What reaches the memory below divides less: L1 catches much of the naive kernel's reuse (the
+L2 read sectors, 32 bytes each, fell only 2.06x at tile 32 on the H200), and at N = 2048 A and B (32 MiB) fit in
+the H200's L2, so every kernel reads them from DRAM about once (the DRAM bytes, printed beside). Needs a CUDA GPU and ncu; ~1 minute on an H200 (--budget-s bounds it).
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ from grader.spec import Case, load_assignment  # noqa: E402
 from grader.timing.spec import load_timing  # noqa: E402
 
 ASSIGNMENT = "tiled-matmul"
+L1_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"  # warp-wide global-load instructions L1 served
 L1_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"  # global-load sectors the kernel's loads ask L1 for
 L2_SECTORS = "lts__t_sectors_srcunit_tex_op_read.sum"  # of those, the sectors L1 read from L2
 DRAM_BYTES = "dram__bytes_read.sum"
-METRICS = (L1_SECTORS, L2_SECTORS, DRAM_BYTES)
+METRICS = (L1_REQUESTS, L1_SECTORS, L2_SECTORS, DRAM_BYTES)
+WARP = 32
 SECTOR_BYTES = 32
 WARMUP, CALLS = 0, 1  # per kernel: one timed call, then the harness's re-check (2 calls; the first is counted)
 
@@ -56,10 +59,16 @@ class Traffic:
 
     kernel: str
     tile: int | None  # None: the naive kernel
+    l1_requests: float
     l1_sectors: float
     l2_sectors: float
     dram_bytes: float
     outputs: int
+
+    @property
+    def loads_per_output(self) -> float:
+        """Thread-level global loads per output: every warp's lanes all load (N a multiple of 32 and of the tile)."""
+        return self.l1_requests * WARP / self.outputs
 
     @property
     def l2_bytes_per_output(self) -> float:
@@ -95,15 +104,18 @@ def measured(launches: list[tuple[str, dict[str, float]]], runs: list[tuple[str,
 def table(rows: list[Traffic], size: int, device: str) -> str:
     naive = next(r for r in rows if r.tile is None)
     lines = [f"## Global loads of tiled-matmul's reference, N = {size} ({device})", "",
-             f"One call each under ncu (`--cache-control all`); L2 read sectors: `{L2_SECTORS}` "
-             f"({SECTOR_BYTES} B each), L1 global-load sectors: `{L1_SECTORS}`, DRAM: `{DRAM_BYTES}`.", "",
-             "| kernel | tile | L1 global-load sectors | L2 read sectors | DRAM bytes read | L2 bytes per output "
-             "| naive / this (L2) | expected ≈ tile |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             f"One call each under ncu (`--cache-control all`). Global loads per output: `{L1_REQUESTS}` x {WARP} "
+             f"/ outputs (2 N for the naive kernel, 2 N / tile for the tiled one); L1 global-load sectors: "
+             f"`{L1_SECTORS}`; L2 read sectors: `{L2_SECTORS}` ({SECTOR_BYTES} B each); DRAM: `{DRAM_BYTES}`.", "",
+             "| kernel | tile | global loads per output | naive / this (loads) | expected = tile "
+             "| L1 global-load sectors | L2 read sectors | naive / this (L2) | L2 bytes per output | DRAM bytes read |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
+        loads = naive.l1_requests / row.l1_requests if row.l1_requests else float("nan")
         ratio = naive.l2_sectors / row.l2_sectors if row.l2_sectors else float("nan")
-        lines.append(f"| {row.kernel} | {row.tile or '–'} | {row.l1_sectors:,.0f} | {row.l2_sectors:,.0f} "
-                     f"| {row.dram_bytes:,.0f} | {row.l2_bytes_per_output:,.1f} | {ratio:.2f} | {row.tile or 1} |")
+        lines.append(f"| {row.kernel} | {row.tile or '–'} | {row.loads_per_output:,.1f} | {loads:.2f} | {row.tile or 1} "
+                     f"| {row.l1_sectors:,.0f} | {row.l2_sectors:,.0f} | {ratio:.2f} | {row.l2_bytes_per_output:,.1f} "
+                     f"| {row.dram_bytes:,.0f} |")
     return "\n".join(lines)
 
 
@@ -161,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         naive = rows[0]
         arguments.json.write_text(json.dumps(
             {"size": arguments.size, "metrics": list(METRICS),
-             "rows": [{**dataclasses.asdict(r), "l2_bytes_per_output": r.l2_bytes_per_output,
+             "rows": [{**dataclasses.asdict(r), "loads_per_output": r.loads_per_output,
+                       "naive_over_this_loads": naive.l1_requests / r.l1_requests if r.l1_requests else None,
+                       "l2_bytes_per_output": r.l2_bytes_per_output,
                        "naive_over_this_l2": naive.l2_sectors / r.l2_sectors if r.l2_sectors else None}
                       for r in rows]}, indent=2))
     return 0

@@ -30,7 +30,8 @@ def launches_for(traffic: ModuleType, l2_by_run: list[float]) -> list[tuple[str,
     """What ncu lists for runs whose timed call reads `l2` sectors: per call the spin kernel, the kernel, the
     harness's checksum; the re-check's call reads a different (wrong, if taken) amount."""
     def counted(l2: float) -> dict[str, float]:
-        return {traffic.L1_SECTORS: 3 * l2, traffic.L2_SECTORS: l2, traffic.DRAM_BYTES: 1e6}
+        return {traffic.L1_REQUESTS: l2 / 4, traffic.L1_SECTORS: 3 * l2, traffic.L2_SECTORS: l2,
+                traffic.DRAM_BYTES: 1e6}
     listed = []
     for l2 in l2_by_run:
         for call in (l2, 7.0):  # the timed call, then the re-check
@@ -47,9 +48,12 @@ def test_each_run_gets_its_timed_calls_loads_and_the_ratio_to_the_naive_kernel(t
     rows = traffic.measured(launches_for(traffic, l2), runs, SIZE)
     assert [r.l2_sectors for r in rows] == l2 and [r.l1_sectors for r in rows] == [3 * x for x in l2]
     assert rows[0].l2_bytes_per_output == 2 * SIZE * 4
+    # One warp-wide request per 32 lane-loads: 2 N^3 loads are 2 N^3 / 32 requests (a quarter of these sectors).
+    assert rows[0].loads_per_output == 2 * SIZE and rows[2].loads_per_output == 2 * SIZE / 16
     page = traffic.table(rows, SIZE, "a GPU")
     for row, tile in zip(rows[1:], (8, 16, 32)):
-        assert f"| tiled | {tile} |" in page and f"| {rows[0].l2_sectors / row.l2_sectors:.2f} | {tile} |" in page
+        assert f"| tiled | {tile} | {2 * SIZE / tile:,.1f} | {tile:.2f} | {tile} |" in page
+        assert f"| {rows[0].l2_sectors / row.l2_sectors:.2f} |" in page
 
 
 def test_a_listing_that_does_not_match_the_runs_is_refused(traffic: ModuleType) -> None:
