@@ -206,3 +206,24 @@ def test_only_and_regrade_select_students(classroom, graded, tmp_path: Path) -> 
                      str(store_file), "--cache-dir", str(tmp_path / "cache"), "--failed", *LATE_FLAGS) == 0
     assert len(store.history("flash-attention-cpu", "gina")) == 2
     assert len(store.history("flash-attention-cpu", "bob")) == 1
+
+
+@pytest.mark.parametrize("name, mutant", [("autodiff-reverse", "mutant-shared-node-overwritten"),
+                                          ("sparse-spmv-spgemm", "mutant-spmv-transposed")])
+def test_a_python_packs_class_scores_the_reference_full_and_the_mutant_its_cases(name: str, mutant: str,
+                                                                                 tmp_path: Path, cache_dir: Path) -> None:
+    """A class of two real repositories (the reference, a mutant) of a python pack, graded as flash-attention-cpu's."""
+    pack = load_assignment(name)
+    ada, _ = make_repo(tmp_path, pack, [(None, -1)])
+    ben, _ = make_repo(tmp_path, pack, [(mutant, -1)])
+    roster = tmp_path / "roster.csv"
+    roster.write_text(f"student,repository\nada,{ada}\nben,{ben}\n")
+    store = tmp_path / "grades.sqlite"
+    assert run_batch(str(roster), "-a", name, "--deadline", DEADLINE, "--store", str(store),
+                     "--cache-dir", str(cache_dir)) == 0
+    results = {r.student: r for r in Store(store).latest(name)}
+    assert results["ada"].score == results["ada"].max_score == pack.max_score
+    sample = next(v for v in variants(pack) if v.name == mutant)
+    (kernel,) = [k for k in results["ben"].kernels if k.name == sample.kernel]
+    assert kernel.status == sample.expect and sample.failed_cases
+    assert [c.name for c in kernel.cases if not c.passed] == list(sample.failed_cases)

@@ -18,12 +18,16 @@ from pathlib import Path
 import pytest
 
 from grader.spec import PROJECT_ROOT, Assignment, list_assignments, load_assignment
-from grader.targets import target_of
+from grader.targets import packages_to_install, target_of
 
 yaml = pytest.importorskip("yaml", reason="parses the workflow (pip install '.[test]')")
 WORKFLOW = PROJECT_ROOT / "ci" / "github" / "grade.yml"
 GITLAB = PROJECT_ROOT / "ci" / "gitlab" / ".gitlab-ci.yml"
 GPU_RUNNER = "[self-hosted, gpu]"
+INSTALL = "-m pip install --quiet --disable-pip-version-check $KERNEL_GRADER_PIP_SPEC"
+# Packs whose students' repositories run the workflow here: C++, and a python pack that installs scipy beside the
+# grader (autodiff-reverse's job differs only in `grader check`, which tests/test_cli.py runs on it).
+CPU_PACKS = ("flash-attention-cpu", "sparse-spmv-spgemm")
 
 
 def load(path: Path) -> dict:
@@ -49,8 +53,8 @@ def substitute(text: str, variables: dict[str, str]) -> str:
 
 def template_workflow(assignment: Assignment) -> str:
     """The workflow a pack's student template carries: ci/github/grade.yml, on GitHub's hosted runner
-    where the pack's kernels need no GPU."""
-    text = WORKFLOW.read_text()
+    where the pack's kernels need no GPU, installing the Python packages they import besides the grader's."""
+    text = WORKFLOW.read_text().replace(INSTALL, " ".join([INSTALL, *packages_to_install(assignment)]))
     return text if target_of(assignment).needs_gpu else text.replace(f"runs-on: {GPU_RUNNER}", "runs-on: ubuntu-latest")
 
 
@@ -101,7 +105,7 @@ def stand_in(step: dict, workspace: Path) -> None:
     """What a `uses` step would need from the steps before it."""
     action = step["uses"].split("@")[0]
     if action == "actions/checkout":
-        assert (workspace / "src").is_dir()
+        assert (workspace / ".github" / "workflows" / "grade.yml").is_file()
     elif action == "mikepenz/action-junit-report":
         report = workspace / step["with"]["report_paths"]
         assert report.is_file(), f"{report} missing for {action}"
@@ -158,14 +162,17 @@ def test_only_a_hosted_runner_gets_the_sandbox_installed() -> None:
     assert "kernel.apparmor_restrict_unprivileged_userns=0" in hosted[0]["run"]
 
 
-def test_workflow_passes_the_reference_and_publishes_every_report(tmp_path: Path, cache_dir: Path) -> None:
-    flash = load_assignment("flash-attention-cpu")
-    repo = student_repo(flash.reference_dir, tmp_path / "repo", flash)
+@pytest.mark.parametrize("name", CPU_PACKS)
+def test_workflow_passes_the_reference_and_publishes_every_report(name: str, tmp_path: Path, cache_dir: Path) -> None:
+    pack = load_assignment(name)
+    repo = student_repo(pack.reference_dir, tmp_path / "repo", pack)
     job = run_job(repo, tmp_path, cache_dir)
     assert job.failed_step is None, job.outputs
     assert len(job.steps_run) == 5
-    assert job.outputs["summary"].startswith("## ✅ FlashAttention (I)")
-    assert "| `flash_attention` | passed | 2 | 2/2 |" in job.outputs["summary"]
+    assert job.outputs["summary"].startswith(f"## ✅ {pack.title}")
+    for kernel in pack.kernels:
+        public = sum(c.public for c in kernel.cases)
+        assert f"| `{kernel.name}` | passed | {kernel.weight:g} | {public}/{public} |" in job.outputs["summary"]
     assert 'failures="0"' in (repo / "grader-report" / "junit.xml").read_text()
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import git
+import pytest
 
+from grader.samples import compose, variants
 from grader.spec import PROJECT_ROOT, load_assignment
 
 
@@ -56,6 +59,30 @@ def test_check_recognises_the_assignment_and_fails_ci_on_a_failing_public_case(t
     assert passing.returncode == 0, passing.stdout + passing.stderr
 
 
+# The python packs (flash-attention-cpu's check: the tests above); a mutant that fails public cases, listed.
+@pytest.mark.parametrize("name, mutant", [("autodiff-reverse", "mutant-sub-gradient-sign"),
+                                          ("sparse-spmv-spgemm", "mutant-spmv-transposed")])
+def test_check_in_a_students_repository_gives_full_marks_and_a_mutant_loses_its_public_cases(
+        name: str, mutant: str, tmp_path: Path, cache_dir: Path) -> None:
+    """The student's repository as they get it (the template), their files over it: the reference's, then a sample's."""
+    pack = load_assignment(name)
+    repo = shutil.copytree(pack.template_dir, tmp_path / "repo")
+    compose(pack, None, repo)
+    git.Repo.init(repo)
+    passing = grader("check", cwd=repo, cache_dir=cache_dir)
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert f"{pack.title} (public cases)" in passing.stdout
+    assert f"score {pack.max_score:g} / {pack.max_score:g}" in passing.stdout
+    sample = next(v for v in variants(pack) if v.name == mutant)
+    compose(pack, sample, repo)
+    failing = grader("check", "--json", str(tmp_path / "r.json"), cwd=repo, cache_dir=cache_dir)
+    assert failing.returncode == 1, failing.stdout + failing.stderr
+    (kernel,) = [k for k in json.loads((tmp_path / "r.json").read_text())["kernels"] if k["name"] == sample.kernel]
+    public = {c.name for c in pack.kernel(sample.kernel).cases if c.public}
+    expected = [c for c in sample.failed_cases or () if c in public]
+    assert expected and [c["name"] for c in kernel["cases"] if not c["passed"]] == expected
+
+
 def test_check_from_a_subfolder_checks_the_repository_root_and_never_above_it(tmp_path: Path,
                                                                                cache_dir: Path) -> None:
     flash = load_assignment("flash-attention-cpu")
@@ -92,6 +119,9 @@ def test_demo_grades_the_bundled_samples(cache_dir: Path) -> None:
     # Piped (as here), the summary shows every name whole: the one to type after -a, the sample's folder.
     summary = out[out.index("grader demo: bundled samples"):]
     assert "…" not in summary and "flash-attention-cpu" in summary and "standard_attention: passed" in summary
+    for name in ("autodiff-reverse", "sparse-spmv-spgemm"):  # the python packs, scipy's among them, run here too
+        full = f"{load_assignment(name).max_score:g}"
+        assert re.search(rf"{name}\s+│\s+reference\s+│\s+full marks\s+│\s+{full}/{full}\s", summary), summary
 
 
 def test_cuda_assignment_on_a_machine_without_gpu_says_so_plainly(cache_dir: Path) -> None:

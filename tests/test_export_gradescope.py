@@ -20,7 +20,7 @@ from grader.cli import main
 from grader.export import gradescope_zip
 from grader.report import gradescope
 from grader.results import Result
-from grader.samples import variants
+from grader.samples import compose, variants
 from grader.sources import interface_headers
 from grader.spec import load_assignment
 
@@ -183,6 +183,33 @@ def test_run_autograder_grades_a_flat_upload_of_a_mutant(autograder_zip: Path, t
     assert by_name["flash_attention / square-tiles"]["status"] == "failed"
     assert by_name["flash_attention / square-tiles"]["visibility"] == "after_due_date"
     assert 1 < document["score"] < 3
+
+
+@pytest.mark.parametrize("name, mutant", [("autodiff-reverse", "mutant-shared-node-overwritten"),
+                                          ("sparse-spmv-spgemm", "mutant-spmv-transposed")])
+def test_a_python_packs_autograder_installs_its_packages_and_grades_a_flat_upload_of_a_mutant(
+        name: str, mutant: str, tmp_path: Path, cache_dir: Path) -> None:
+    """The student drags their modules in flat (kernels/scipy_sparse.py without kernels/__init__.py): each is found
+    by name, and the sample's kernel loses exactly its cases."""
+    pack = load_assignment(name)
+    # No secret: the hidden cases' gold is then the one the pack's other tests computed (the same cache).
+    assert main(["export", "gradescope", "--assignment", name, "--out", str(tmp_path)]) == 0
+    zip_path = tmp_path / f"autograder-{name}.zip"
+    with zipfile.ZipFile(zip_path) as archive:
+        setup = archive.read("setup.sh").decode()
+    for package in pack.python_packages:  # the venv is the grader's alone: the pack's packages come after it
+        assert f"/autograder/venv/bin/python -m pip install {package}" in setup
+    sample = next(v for v in variants(pack) if v.name == mutant)
+    submitted = compose(pack, sample, tmp_path / "repo")
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    for source in pack.kernel(sample.kernel).sources:
+        shutil.copy(submitted / source, upload / Path(source).name)
+    document = run_autograder(zip_path, tmp_path / "autograder", upload, cache_dir)
+    failed = [t["name"] for t in document["tests"] if t["status"] == "failed" and
+              t["name"].startswith(f"{sample.kernel} / ")]
+    assert sample.failed_cases and failed == [f"{sample.kernel} / {case}" for case in sample.failed_cases]
+    assert 0 < document["score"] < pack.max_score
 
 
 def test_run_autograder_scores_an_upload_without_the_files_zero_saying_what_is_missing(

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,17 @@ def test_a_package_the_pack_names_but_this_machine_lacks_is_said_before_any_case
     assert target_with("python", ("numpy",)).unavailable_reason() is None
     reason = target_with("python", ("kg_no_such_package",)).unavailable_reason()
     assert reason == "this machine has no kg_no_such_package installed: pip install kg_no_such_package", reason
+
+
+def test_a_folder_of_modules_without_init_imports_from_the_archive_as_from_disk(tmp_path: Path) -> None:
+    """On disk kernels/ is a namespace package; zipimport knows none, so the build adds the missing __init__.py."""
+    files = {"grading/__init__.py", "grading/adapter.py", "kernels/scipy_sparse.py", "a/b/c.py", "top.py"}
+    assert python_build.package_inits(files) == ["a/__init__.py", "a/b/__init__.py", "kernels/__init__.py"]
+    archive = tmp_path / "lib.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("a/b/c.py", "X = 3\n")
+        for init in python_build.package_inits({"a/b/c.py"}):
+            zipped.writestr(init, "")
+    imported = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                               "import a.b.c; print(a.b.c.X)", str(archive)], capture_output=True, text=True)
+    assert imported.stdout.strip() == "3", imported.stderr

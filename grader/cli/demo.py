@@ -1,7 +1,7 @@
 """`grader demo`: grade the bundled sample submissions of every assignment this machine can run.
 
-C++ assignments run anywhere; CUDA ones need a GPU and nvcc, and are skipped (with the reason)
-elsewhere.
+C++ assignments run anywhere; CUDA ones need a GPU and nvcc, and a Python pack the packages it names (scipy), and
+are skipped (with the reason) elsewhere.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def run(arguments: argparse.Namespace) -> int:
     for assignment in list_assignments():
         reason = unavailable_reason(assignment.target, assignment.python_packages)
         if reason:
-            console.print(f"[yellow]skipping {assignment.name}[/]: GPU assignment, {escape(reason)}", soft_wrap=True)
+            # The reason says what is missing: a GPU, or a package a CPU pack imports (scipy).
+            console.print(f"[yellow]skipping {assignment.name}[/]: {escape(reason)}", soft_wrap=True)
             continue
         for label, expected, submission in _samples(assignment):
             with tempfile.TemporaryDirectory(prefix="kg-demo-") as scratch:

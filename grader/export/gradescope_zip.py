@@ -16,7 +16,7 @@ from pathlib import Path
 import jinja2
 
 from grader.spec import ASSIGNMENTS_DIR, PROJECT_ROOT, Assignment
-from grader.targets import target_of
+from grader.targets import packages_to_install, target_of
 
 # What the zip carries of this repository: the grader itself and the one assignment's folder, but for its
 # sample submissions (the autograder grades uploads, not samples).
@@ -30,7 +30,7 @@ def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None =
     out_dir.mkdir(parents=True, exist_ok=True)
     zip_path = out_dir / f"autograder-{assignment.name}.zip"
     context = {"assignment": assignment, "has_secret": secret is not None, "sandbox": sandbox,
-               "needs_gpu": target_of(assignment).needs_gpu}
+               "needs_gpu": target_of(assignment).needs_gpu, "packages": packages_to_install(assignment)}
     executable = stat.S_IFREG | 0o755
     with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in ("setup.sh", "run_autograder"):

@@ -145,6 +145,14 @@ def target_with(name: str, packages: tuple[str, ...] = ()) -> Target:
     return widened
 
 
+def packages_to_install(assignment: Assignment) -> tuple[str, ...]:
+    """The Python packages an assignment's harnesses import that installing the grader does not bring (scipy), for
+    a machine set up to grade it (Gradescope's setup.sh, a template's CI workflow). NumPy is the grader's own; a GPU
+    package is left out, its wheel being named for the CUDA version (cupy-cuda12x, cupy-cuda13x)."""
+    own = target_named(assignment.target).python_packages
+    return tuple(p for p in assignment.python_packages if p not in own and p.split(".")[0] not in GPU_PACKAGES)
+
+
 def target_of(assignment: Assignment) -> Target:
     """The target of an assignment's kernels, its harnesses also seeing the Python packages the assignment names
     (`python_packages` in [assignment]: a python pack's scipy or cupy)."""

@@ -40,6 +40,15 @@ def package_of(path: str) -> list[str]:
     return parts[:-1]
 
 
+def package_inits(files: set[str]) -> list[str]:
+    """The `__init__.py` a folder of modules lacks, for each such folder and the folders above it: on disk it is a
+    namespace package (PEP 420), which zipimport does not know (a flat upload's `kernels/scipy_sparse.py` comes
+    without `kernels/__init__.py`), so the archive gets an empty one to import alike."""
+    folders = {"/".join(parts[:depth]) for parts in (package_of(f) for f in files if f.endswith(".py"))
+               for depth in range(1, len(parts) + 1)}
+    return sorted(f"{folder}/__init__.py" for folder in folders if f"{folder}/__init__.py" not in files)
+
+
 def imports_of(tree: ast.AST, path: str) -> list[tuple[str, int]]:
     """Every module name `tree` may import, absolute, with its line (`from a import b`: "a" and "a.b", a submodule
     or not)."""
@@ -137,6 +146,8 @@ def main(argv: list[str]) -> int:
         for path in sorted(files | {record_file}):
             if not path.endswith(LEFT_OUT) and path not in (output, output + ".part"):
                 archive.write(path, path)
+        for init in package_inits(files):
+            archive.writestr(init, "")
     os.replace(output + ".part", output)
     return 0
 
