@@ -34,22 +34,19 @@ def time_matmuls(assignment: Assignment, folder: Path, cache_dir: Path, kernels:
     return {t.kernel: t for t in timings.kernels}
 
 
-def test_tiled_matmul_is_faster_than_the_naive_one_and_the_protocol_is_logged(m2: Assignment, tmp_path: Path,
-                                                                            cache_dir: Path) -> None:
-    # The reference's kernels/ matmul is not naive (19.7 TFLOP/s, RESULTS.md): its tiled req_0 is 1.16x at most.
-    # Under it goes gpt2-m1's course-style naive matmul (one thread per output, a serial FP32 sum).
-    folder = tmp_path / "naive-base"
-    shutil.copytree(m2.reference_dir, folder)
-    naive_source = load_assignment("gpt2-m1").root / "samples" / "alt-matmul-naive" / "kernels" / "matmul.cuh"
-    shutil.copyfile(naive_source, folder / "kernels" / "matmul.cuh")
-    timed = time_matmuls(m2, folder, cache_dir, ("matmul", "req_0/matmul"))
-    naive, tiled = timed["matmul"], timed["req_0/matmul"]
-    for timing in (naive, tiled):
+def test_the_references_req_0_and_req_1_beat_its_milestone_1_matmul_and_the_protocol_is_logged(
+        m2: Assignment, cache_dir: Path) -> None:
+    # kernels/ holds milestone 1's course-style matmul (16 x 16 shared tiles, one output per thread); the speed-up
+    # table teaches something only if the optimizations clearly beat it: req_0 by 1.5x, req_1 (TF32) by 2x.
+    timed = time_matmuls(m2, m2.reference_dir, cache_dir, ("matmul", "req_0/matmul", "req_1/matmul"))
+    base, tiled, tensor = timed["matmul"], timed["req_0/matmul"], timed["req_1/matmul"]
+    for timing in (base, tiled, tensor):
         assert timing.status is TimingStatus.TIMED, timing.message
         assert timing.case == "gpt2-full" and timing.summary.calls >= 10 and timing.pool == 3
         assert timing.timer["clock"] == "cuda_events" and timing.timer["flush_bytes"] >= 2 * timing.timer["l2_bytes"] > 0
         assert not timing.side_streams, timing.gap_median_us
-    assert tiled.median_us < naive.median_us / 1.5, (tiled.median_us, naive.median_us)
+    assert tiled.median_us < base.median_us / 1.5, (tiled.median_us, base.median_us)
+    assert tensor.median_us < base.median_us / 2.0, (tensor.median_us, base.median_us)
     if tiled.timer["nvml"] == "ok":
         assert tiled.clocks_before["sm_mhz"] > 0 and tiled.clocks_after["sm_max_mhz"] >= tiled.clocks_after["sm_mhz"]
 

@@ -3,67 +3,39 @@
 
 #include "../utils/cuda_utils.cuh"
 
-// A block computes a MATMUL_TILE x MATMUL_TILE tile of out; each of its 16 x 16 threads owns
-// 4 x 4 outputs, strided by 16 so that a warp's stores to a row of out are contiguous.
-constexpr int MATMUL_TILE = 64;
-constexpr int MATMUL_TILE_K = 16;
-constexpr int MATMUL_THREADS = 256;
+// Milestone 1's matmul as the course teaches it: one thread per output, the K loop in 16-wide steps through two
+// 16 x 16 tiles in shared memory (rows of inp, and rows of weight, which are out's columns). It is the baseline
+// that milestone 2's optimizations are timed against: joint shared-memory and register tiling (req_0) and tensor
+// cores (req_1) are theirs, not this one's.
+constexpr int MATMUL_TILE = 16;
 
 // out (M, OC) = inp (M, C) @ weight (OC, C)^T + bias, where M = B * T.
-__global__ void __launch_bounds__(MATMUL_THREADS)
-matmul_forward_kernel(float* out, const float* inp, const float* weight, const float* bias, int M, int C, int OC) {
-    // Both tiles are stored k-major so the inner loop reads a row of each; the +1 padding spreads
-    // the transposing stores over the shared-memory banks.
-    __shared__ float inp_tile[MATMUL_TILE_K][MATMUL_TILE + 1];
-    __shared__ float weight_tile[MATMUL_TILE_K][MATMUL_TILE + 1];
-
-    int row0 = blockIdx.y * MATMUL_TILE;  // first row of inp (and out)
-    int col0 = blockIdx.x * MATMUL_TILE;  // first row of weight (column of out)
-    int tx = threadIdx.x % 16;
-    int ty = threadIdx.x / 16;
-
-    float acc[4][4] = {};
-    for (int k0 = 0; k0 < C; k0 += MATMUL_TILE_K) {
-        // Out-of-range elements load as zero, so ragged M, OC and C need no special inner loop.
-        for (int e = threadIdx.x; e < MATMUL_TILE * MATMUL_TILE_K; e += MATMUL_THREADS) {
-            int r = e / MATMUL_TILE_K;
-            int kk = e % MATMUL_TILE_K;
-            int k = k0 + kk;
-            inp_tile[kk][r] = (row0 + r < M && k < C) ? inp[(size_t)(row0 + r) * C + k] : 0.0f;
-            weight_tile[kk][r] = (col0 + r < OC && k < C) ? weight[(size_t)(col0 + r) * C + k] : 0.0f;
-        }
+__global__ void matmul_forward_kernel(float* out, const float* inp, const float* weight, const float* bias, int M,
+                                      int C, int OC) {
+    // A thread reads weight_tile down its own column of out: the +1 puts that column's rows in different banks.
+    __shared__ float inp_tile[MATMUL_TILE][MATMUL_TILE];
+    __shared__ float weight_tile[MATMUL_TILE][MATMUL_TILE + 1];
+    int row = blockIdx.y * MATMUL_TILE + threadIdx.y;         // of inp and out
+    int col = blockIdx.x * MATMUL_TILE + threadIdx.x;         // of out
+    int weight_row = blockIdx.x * MATMUL_TILE + threadIdx.y;  // the row of weight this thread loads
+    float sum = 0.0f;
+    for (int k0 = 0; k0 < C; k0 += MATMUL_TILE) {
+        // Consecutive threads load consecutive floats of a row (coalesced); past M, OC or C they load zero.
+        int k = k0 + threadIdx.x;
+        inp_tile[threadIdx.y][threadIdx.x] = (row < M && k < C) ? inp[(size_t)row * C + k] : 0.0f;
+        weight_tile[threadIdx.y][threadIdx.x] = (weight_row < OC && k < C) ? weight[(size_t)weight_row * C + k] : 0.0f;
         __syncthreads();
-        #pragma unroll
-        for (int kk = 0; kk < MATMUL_TILE_K; kk++) {
-            float a[4], w[4];
-            #pragma unroll
-            for (int i = 0; i < 4; i++) a[i] = inp_tile[kk][ty + 16 * i];
-            #pragma unroll
-            for (int j = 0; j < 4; j++) w[j] = weight_tile[kk][tx + 16 * j];
-            #pragma unroll
-            for (int i = 0; i < 4; i++)
-                #pragma unroll
-                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * w[j];
-        }
-        __syncthreads();
+        for (int kk = 0; kk < MATMUL_TILE; kk++) sum += inp_tile[threadIdx.y][kk] * weight_tile[threadIdx.x][kk];
+        __syncthreads();  // the next tiles overwrite what every thread just read
     }
-
-    #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        int row = row0 + ty + 16 * i;
-        #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int col = col0 + tx + 16 * j;
-            if (row < M && col < OC) out[(size_t)row * OC + col] = acc[i][j] + (bias != nullptr ? bias[col] : 0.0f);
-        }
-    }
+    if (row < M && col < OC) out[(size_t)row * OC + col] = sum + (bias != nullptr ? bias[col] : 0.0f);
 }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int T, int C, int OC) {
     int M = B * T;
     if (M == 0 || OC == 0) return;
     dim3 grid(CEIL_DIV(OC, MATMUL_TILE), CEIL_DIV(M, MATMUL_TILE));
-    matmul_forward_kernel<<<grid, MATMUL_THREADS>>>(out, inp, weight, bias, M, C, OC);
+    matmul_forward_kernel<<<grid, dim3(MATMUL_TILE, MATMUL_TILE)>>>(out, inp, weight, bias, M, C, OC);
     cudaCheck(cudaGetLastError());
 }
 
