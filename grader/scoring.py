@@ -221,7 +221,7 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
 
 def _wrong_precisions(evidence: LibraryEvidence, variant: Variant) -> list[str]:
     """The library's functions whose tensor-core instructions take a precision the variant does not allow, each as
-    "FP16 in matmul_forward_kernel" (what the SASS shows; nothing where it was not read)."""
+    "FP16 in wmma_matmul_kernel" (what the SASS shows; nothing where it was not read)."""
     return [f"{precision} in {f.short_name}" for f in evidence.functions for precision in f.tensor_core_precisions
             if precision not in variant.tensor_core_precisions]
 

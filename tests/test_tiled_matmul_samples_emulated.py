@@ -42,7 +42,7 @@ def case_data(kernel_name: str, case_name: str) -> tuple[dict[str, np.ndarray], 
     kernel = pack().kernel(kernel_name)
     case = next(c for c in kernel.cases if c.name == case_name)
     inputs = make_case_inputs(pack(), kernel, case, Seed(pack().public_seed))
-    gold = getattr(pack().numpy_reference(), kernel.signature.function)(**inputs, **case.params)["C"]
+    gold = getattr(pack().numpy_reference(), kernel.base)(**inputs, **case.params)["C"]
     return inputs, gold
 
 
