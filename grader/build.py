@@ -191,14 +191,16 @@ def _library_facts(assignment: Assignment, kernel: Kernel, folder: Path, saved: 
         record["forbidden_by_patterns"] = forbidden
     facts: dict[str, Any] = {"forbidden_symbols": tuple(forbidden[patterns])}
     variant = assignment.variant(kernel.variant) if kernel.variant else None
-    if variant is not None and (variant.evidence or variant.tensor_core_precisions):
-        if "evidence" not in record:  # cuobjdump: seconds on a big library, so only where a variant asks
+    if kernel.evidence or (variant is not None and (variant.evidence or variant.tensor_core_precisions)):
+        if "evidence" not in record:  # cuobjdump: seconds on a big library, so only where a spec asks
             record["evidence"] = evidence_of(library).to_dict()
         facts["evidence"] = LibraryEvidence.from_dict({**record["evidence"], "library": str(library)})
+    required = kernel.required_symbols
     if variant is not None and variant.required_symbols and variant.must_change_kernel(assignment.kernel(kernel.base)):
-        called = target.forbidden_in(library, variant.required_symbols)  # the undefined symbols that match
-        facts["missing_symbols"] = tuple(p for p in variant.required_symbols
-                                         if not any(fnmatch.fnmatchcase(c, p) for c in called))
+        required = (*required, *variant.required_symbols)
+    if required:
+        called = target.forbidden_in(library, required)  # the undefined symbols that match
+        facts["missing_symbols"] = tuple(p for p in required if not any(fnmatch.fnmatchcase(c, p) for c in called))
     if record != saved:
         publish_file(folder / "build.json", json.dumps(record).encode())
     return facts

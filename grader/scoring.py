@@ -103,6 +103,14 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
         outputs = "its outputs were correct" if passed == len(cases) else f"its outputs were correct in {passed} of {len(cases)} cases"
         deductions.append(Deduction(f"calls {', '.join(artifact.forbidden_symbols)}, which this assignment forbids "
                                     f"({outputs})", points))
+    notes = []
+    if missing := _missing_technique(kernel, artifact):
+        reason = f"{kernel.name} must show its technique: {missing}"
+        if kernel.evidence_penalty > 0:
+            points = min(earned - sum(d.points for d in deductions), kernel.weight * kernel.evidence_penalty)
+            deductions.append(Deduction(reason, max(0.0, points)))
+        else:
+            notes.append(f"{reason} (reported, not scored)")
     flagged = has_errors(sanitizer or [])
     if flagged and kernel.sanitizer_penalty > 0:
         tools = ", ".join(sorted({r.tool for r in sanitizer or [] if r.errors != 0}))
@@ -112,9 +120,9 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     score = max(0.0, earned - sum(d.points for d in deductions))
     status = KernelStatus.FORBIDDEN if artifact.forbidden_symbols else \
         KernelStatus.PASSED if passed == len(cases) and not (flagged and kernel.sanitizer_penalty > 0) \
-        else KernelStatus.FAILED
+        and score >= earned - 1e-9 else KernelStatus.FAILED
     first_failure = next((c for c in cases if not c.passed), None)
-    messages = [d.reason for d in deductions]
+    messages = [d.reason for d in deductions] + notes
     if first_failure:
         messages.append(f"case '{first_failure.name}': {first_failure.message}")
     message = "; ".join(messages) or f"all {len(cases)} cases passed"
@@ -217,6 +225,19 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
                                   evidence_unread=unread, evidence_kinds=list(variant.evidence),
                                   libraries=libraries, penalty=round(penalty, 6), **facts)
 
+
+
+def _missing_technique(kernel: Kernel, artifact: Artifact) -> str:
+    """What the kernel's own binary lacks of what its spec asks it to show ("no shared-memory use in its binary";
+    "it calls nothing matching cublas*"), in words; "" where nothing is missing or nothing could be read."""
+    if artifact.evidence is None and not kernel.required_symbols:
+        return ""
+    absent = [kind for kind in kernel.evidence if artifact.evidence is not None and artifact.evidence.shows(kind) is False]
+    words = [f"no {EVIDENCE_WORDS[kind]} in its binary" for kind in absent]
+    missing = [p for p in artifact.missing_symbols if p in kernel.required_symbols]
+    if missing:
+        words.append(f"it calls nothing matching {', '.join(missing)}")
+    return "; ".join(words)
 
 
 def _wrong_precisions(evidence: LibraryEvidence, variant: Variant) -> list[str]:

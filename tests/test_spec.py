@@ -74,10 +74,15 @@ def _broken(tmp_path: Path, old: str, new: str) -> str:
          '{ name = "one-row", public = true, N = 1, d = 16, tolerance = { atol = 1e-3 } }',
          r"case 'one-row' tolerance: missing key 'rtol'"),
         ("public_seed = 2024", 'public_seed = 2024\ngold = "oracle"', r"key 'gold' must be one of reference, numpy, found 'oracle'"),
+        ("weight = 2", 'weight = 2\nevidence = ["tiling"]',
+         r"kernel 'flash_attention': key 'evidence': unknown evidence \['tiling'\]; expected some of tensor_cores"),
+        ("weight = 2", 'weight = 2\nevidence_penalty = 1.5',
+         r"kernel 'flash_attention': key 'evidence_penalty' is a share of the kernel's weight between 0 and 1, found 1.5"),
     ],
     ids=["bad-target", "bad-weight", "bad-signature", "unsupported-type", "unbuffered-pointer", "missing-scalar",
          "bad-role", "unknown-shape-name", "name-mismatch", "invalid-toml", "missing-seed", "init-on-output",
-         "bad-scratch-init", "unknown-library", "case-tolerance-without-rtol", "bad-gold"],
+         "bad-scratch-init", "unknown-library", "case-tolerance-without-rtol", "bad-gold", "unknown-kernel-evidence",
+         "kernel-evidence-penalty-above-1"],
 )
 def test_broken_spec_names_file_key_and_expectation(tmp_path: Path, old: str, new: str, expected: str) -> None:
     message = _broken(tmp_path, old, new)

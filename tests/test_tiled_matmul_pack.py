@@ -18,11 +18,13 @@ from grader.evidence import LibraryEvidence, evidence_of
 from grader.gold import gold_outputs
 from grader.options import Options
 from grader.pipeline import Built, build_stage
+from grader.results import CaseResult
 from grader.samples import Sample, compose, variants
 from grader.sandbox import sandbox_named
 from grader.sanitizer import smallest_case
+from grader.scoring import score_kernel
 from grader.spec import Assignment, load_assignment
-from grader.status import BuildStatus, KernelStatus
+from grader.status import BuildStatus, CaseStatus, KernelStatus
 from grader.timing.spec import load_timing
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -106,14 +108,16 @@ def test_racecheck_runs_on_a_tiled_case_that_steps_several_tiles_along_k(pack: A
 def test_every_sample_lists_real_cases_of_its_kernel_in_the_specs_order(pack: Assignment) -> None:
     samples = samples_of(pack)
     assert {s.kind for s in samples.values()} == {"course", "alternative", "mutant"}
-    assert {s.kernel for s in samples.values()} == {"naive", "tiled"}
+    assert {s.kernel for s in samples.values()} == {"naive", "tiled", "cublas"}
     for sample in samples.values():
         names = [c.name for c in pack.kernel(sample.kernel).cases]
         if sample.failed_cases is not None:
             # The GPU test compares lists: the result's failed cases come in the spec's order.
             assert list(sample.failed_cases) == [n for n in names if n in sample.failed_cases], sample.name
             assert set(sample.failed_cases) <= set(names), sample.name
-            assert (sample.expect == KernelStatus.FAILED) == bool(sample.failed_cases), sample.name
+            # A failed case fails the kernel; a kernel fails with none only for the technique it lacks.
+            assert (sample.expect == KernelStatus.FAILED) == bool(sample.failed_cases) or \
+                sample.name in WITHOUT_THE_TECHNIQUE, sample.name
 
 
 def test_the_numpy_gold_is_the_float64_product(pack: Assignment, cache_dir: Path) -> None:
@@ -193,9 +197,34 @@ def test_the_tiled_kernels_stage_tiles_in_shared_memory_and_the_naive_ones_do_no
     assert naive.sass_read and naive.functions and naive.shows("shared_memory") is False, naive
     for name, sample in samples_of(pack).items():
         shown = library_evidence(built[name], sample.kernel)
-        if sample.kernel == "naive":
+        if sample.kernel == "naive" or name == "mutant-tiled-without-shared-memory":
             assert shown.shows("shared_memory") is False, name
         elif sample.expect == KernelStatus.FORBIDDEN:
             assert not shown.functions and shown.shows("shared_memory") is None, name  # no device code of its own
-        else:
+        elif sample.kernel == "tiled":
             assert shown.shows("shared_memory") is True, name
+
+
+# Right in every case, and without the technique their kernel is named for: each loses that kernel's points.
+WITHOUT_THE_TECHNIQUE = {
+    "mutant-tiled-without-shared-memory": "tiled must show its technique: no shared-memory use in its binary",
+    "mutant-cublas-hand-written": "cublas must show its technique: it calls nothing matching cublas*",
+}
+
+
+@needs_nvcc
+@needs_sass
+def test_a_kernel_without_the_technique_it_is_named_for_loses_its_points_with_the_words(
+        pack: Assignment, built: dict[str, Built]) -> None:
+    for name in ("reference", *samples_of(pack)):
+        build = built[name]
+        for kernel in build.kernels:
+            # As if every case passed (no GPU here): what its binary shows decides the rest.
+            cases = [CaseResult(c.name, c.public, CaseStatus.PASSED, True, "") for c in kernel.cases]
+            result = score_kernel(kernel, build.artifacts[kernel.name], cases)
+            words = WITHOUT_THE_TECHNIQUE.get(name) if name != "reference" else None
+            if words is not None:
+                assert result.score == 0 and result.status is KernelStatus.FAILED, result.message
+                assert result.message == words and result.deductions[0].reason == words
+            elif not build.artifacts[kernel.name].forbidden_symbols:
+                assert result.score == kernel.weight and result.status is KernelStatus.PASSED, (name, result.message)

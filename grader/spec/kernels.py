@@ -6,7 +6,7 @@ from typing import Any
 
 from grader.errors import SpecError
 from grader.spec.document import Reader
-from grader.spec.model import INITS, Buffer, Case, Kernel, Tolerance
+from grader.spec.model import EVIDENCE, INITS, Buffer, Case, Kernel, Tolerance
 from grader.spec.shapes import evaluate
 from grader.spec.signature import parse_signature
 
@@ -68,6 +68,14 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
     weight = read.get("weight", float)
     if weight < 0:
         raise SpecError(f"{where}: weight must be >= 0, found {weight}")
+    evidence = read.strings("evidence", ())
+    if unknown_evidence := [e for e in evidence if e not in EVIDENCE]:
+        raise SpecError(f"{where}: key 'evidence': unknown evidence {unknown_evidence}; expected some of "
+                        f"{', '.join(EVIDENCE)}")
+    evidence_penalty = read.get("evidence_penalty", float, 0.0)
+    if not 0 <= evidence_penalty <= 1:
+        raise SpecError(f"{where}: key 'evidence_penalty' is a share of the kernel's weight between 0 and 1, "
+                        f"found {evidence_penalty}")
     return Kernel(
         name=name,
         weight=weight,
@@ -85,6 +93,9 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         sanitizer=_sanitizer_tools(read.strings("sanitizer", defaults["sanitizer"]), f"{where} key 'sanitizer'"),
         sanitizer_penalty=read.get("sanitizer_penalty", float, defaults["sanitizer_penalty"]),
         time_budget_s=read.get("time_budget_s", float, defaults["kernel_time_limit_s"]),
+        evidence=evidence,  # type: ignore[arg-type]
+        required_symbols=read.strings("required_symbols", ()),
+        evidence_penalty=evidence_penalty,
     )
 
 

@@ -117,6 +117,11 @@ class Kernel:
     base: str = ""
     # Cases `grader time --sweep` times instead of `cases` (the kernel's `sweep_cases`): never graded.
     sweep_cases: tuple[Case, ...] = ()
+    # What its own binary must show of the technique it is named for (tiled-matmul's tiled kernel: shared memory;
+    # its cublas kernel: a call into cuBLAS), and the share of its weight a lack costs (0: reported only).
+    evidence: tuple[Evidence, ...] = ()
+    required_symbols: tuple[str, ...] = ()
+    evidence_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.base:
