@@ -209,10 +209,12 @@ def test_only_and_regrade_select_students(classroom, graded, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("name, mutant", [("autodiff-reverse", "mutant-shared-node-overwritten"),
-                                          ("sparse-spmv-spgemm", "mutant-spmv-transposed")])
-def test_a_python_packs_class_scores_the_reference_full_and_the_mutant_its_cases(name: str, mutant: str,
-                                                                                 tmp_path: Path, cache_dir: Path) -> None:
-    """A class of two real repositories (the reference, a mutant) of a python pack, graded as flash-attention-cpu's."""
+                                          ("sparse-spmv-spgemm", "mutant-spmv-transposed"),
+                                          ("flash-attention-backward", "mutant-flash-backward-dv-wrong-axis")])
+def test_a_newer_packs_class_scores_the_reference_full_and_the_mutant_its_cases(name: str, mutant: str,
+                                                                                tmp_path: Path, cache_dir: Path) -> None:
+    """A class of two real repositories (the reference, a mutant) of a newer pack (the python ones, FlashAttention
+    (II) in C++), graded as flash-attention-cpu's."""
     pack = load_assignment(name)
     ada, _ = make_repo(tmp_path, pack, [(None, -1)])
     ben, _ = make_repo(tmp_path, pack, [(mutant, -1)])

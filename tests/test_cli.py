@@ -59,9 +59,10 @@ def test_check_recognises_the_assignment_and_fails_ci_on_a_failing_public_case(t
     assert passing.returncode == 0, passing.stdout + passing.stderr
 
 
-# The python packs (flash-attention-cpu's check: the tests above); a mutant that fails public cases, listed.
+# The newer packs (flash-attention-cpu's check: the tests above); a mutant that fails public cases, listed.
 @pytest.mark.parametrize("name, mutant", [("autodiff-reverse", "mutant-sub-gradient-sign"),
-                                          ("sparse-spmv-spgemm", "mutant-spmv-transposed")])
+                                          ("sparse-spmv-spgemm", "mutant-spmv-transposed"),
+                                          ("flash-attention-backward", "mutant-flash-backward-dv-wrong-axis")])
 def test_check_in_a_students_repository_gives_full_marks_and_a_mutant_loses_its_public_cases(
         name: str, mutant: str, tmp_path: Path, cache_dir: Path) -> None:
     """The student's repository as they get it (the template), their files over it: the reference's, then a sample's."""
