@@ -115,7 +115,7 @@ def read_document(folder: Path, inheriting: tuple[Path, ...] = ()) -> Document:
     inherited = {key: value for key, value in parent.assignment.items() if key not in NOT_INHERITED}
     return Document({**inherited, **own}, {**{key: parent.origins[key] for key in inherited},
                                            **{key: where for key in own}},
-                    kernels or parent.kernels, variants or parent.variants,
+                    _merged(parent.kernels, kernels), variants or parent.variants,
                     folder if modules else parent.module_root, based_on, {**parent.checks, **checks})
 
 
@@ -130,6 +130,17 @@ def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[
                             f"[timing] or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
         checks[key] = (table, f"{spec_file} [{key}]")
     return checks
+
+
+def _merged(inherited: list[tuple[Any, str]], own: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """The inherited [[kernels]] with this assignment's laid over them: one of the same name replaces the inherited
+    one in its place, a new one is added after them (gpt2-m3 adds local attention to milestone 1's six)."""
+    def name(table: Any) -> Any:
+        return table.get("name") if isinstance(table, dict) else None
+
+    replacing = {name(table): (table, where) for table, where in own if name(table) is not None}
+    merged = [replacing.pop(name(table), (table, where)) for table, where in inherited]
+    return merged + [(table, where) for table, where in own if name(table) in replacing or name(table) is None]
 
 
 def _tables(document: dict[str, Any], key: str, spec_file: Path) -> list[tuple[Any, str]]:

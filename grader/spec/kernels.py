@@ -96,6 +96,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         evidence=evidence,  # type: ignore[arg-type]
         required_symbols=read.strings("required_symbols", ()),
         evidence_penalty=evidence_penalty,
+        variant_only=read.get("variant_only", bool, False),
     )
 
 

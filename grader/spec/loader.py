@@ -8,8 +8,9 @@ multiply), `late` ([assignment.late]); this one reads [assignment] and composes 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from grader.checks import check_named
+from grader.checks import CheckSpec, check_named
 from grader.errors import SpecError
 from grader.spec.assignments import find_assignment
 from grader.spec.document import Reader, read_document
@@ -52,12 +53,12 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
         raise SpecError(f"{document.kernels[0][1].rsplit(' ', 1)[0]}: kernel names repeat: {names}")
     source_dirs = (tuple(d.strip("/") for d in top.strings("source_dirs")) if "source_dirs" in top.table
                    else _source_folders(kernels))
-    variants = load_variants(document.variants, source_dirs, kernels)
+    checks, variant_only_checks = _load_checks(document.checks, kernels)
+    variants = load_variants(document.variants, source_dirs, kernels, tuple(c.name for c in checks))
     base_weight = top.get("base_weight", float, None)
     if base_weight is not None and base_weight < 0:
         raise SpecError(f"{top.at('base_weight')}: key 'base_weight' must be >= 0, found {base_weight}")
-    checks = tuple(check_named(name).load(table, where, kernels) for name, (table, where) in document.checks.items())
-    kernels_of_result = expanded(kernels, variants, base_weight, checks)
+    kernels_of_result = expanded(kernels, variants, base_weight, checks, variant_only_checks)
     assignment = Assignment(
         name=top.get("name", str),
         title=top.get("title", str, top.get("name", str)),
@@ -82,11 +83,27 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
         based_on=document.based_on,
         module_root=document.module_root,
         checks=checks,
-        check_kernels=check_kernels(checks, kernels, variants, base_weight),
+        check_kernels=check_kernels(checks, kernels, variants, base_weight, variant_only_checks),
+        variant_only_kernels=tuple(k for k in kernels if k.variant_only),
     )
     if assignment.name != folder.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {folder.name!r}")
     return assignment
+
+
+def _load_checks(tables: dict[str, tuple[Any, str]],
+                 kernels: tuple[Kernel, ...]) -> tuple[tuple[CheckSpec, ...], tuple[str, ...]]:
+    """Each check's table as its plug-in reads it, and the names of those marked `variant_only` (a key every check's
+    table may have: graded only in the variants that name it, never on the base folder)."""
+    checks, variant_only = [], []
+    for name, (table, where) in tables.items():
+        if isinstance(table, dict) and "variant_only" in table:
+            table = dict(table)
+            if Reader(table, where).get("variant_only", bool):
+                variant_only.append(name)
+            del table["variant_only"]
+        checks.append(check_named(name).load(table, where, kernels))
+    return tuple(checks), tuple(variant_only)
 
 
 def _source_folders(kernels: tuple[Kernel, ...]) -> tuple[str, ...]:

@@ -122,6 +122,9 @@ class Kernel:
     evidence: tuple[Evidence, ...] = ()
     required_symbols: tuple[str, ...] = ()
     evidence_penalty: float = 0.0
+    # Graded only in the variants that name it in their `kernels` (gpt2-m3's local attention: req_5's file alone),
+    # never in the base folder.
+    variant_only: bool = False
 
     def __post_init__(self) -> None:
         if not self.base:
@@ -164,6 +167,14 @@ class Variant:
     # instruction of another type (FP16 WMMA) costs `precision_penalty` of the variant's points.
     tensor_core_precisions: tuple[str, ...] = ()
     precision_penalty: float = 1.0
+    # The kernels and checks it is graded on, by base name, its weight shared by theirs; None: every kernel and check
+    # that is not variant-only. Kernels a named check composes are graded too, with no weight of their own.
+    kernels: tuple[str, ...] | None = None
+
+    def grades(self, name: str, variant_only: bool) -> bool:
+        """It is graded on the kernel or check of that base name (weighted, or composed by a check it grades: see
+        `grader.spec.variants.expanded`)."""
+        return name in self.kernels if self.kernels is not None else not variant_only
 
     def must_change_kernel(self, kernel: Kernel) -> bool:
         """The kernel is built from a file the optimization must change."""
@@ -224,6 +235,8 @@ class Assignment:
     checks: tuple[CheckSpec, ...] = ()  # whole-program checks (grader.checks), each from its table
     # The checks as kernels of the result: each check's own (named after it), then each variant's ("req_0/<check>").
     check_kernels: tuple[Kernel, ...] = ()
+    # The [[kernels]] marked variant_only, as written: no base result, but their gold and inputs are keyed by them.
+    variant_only_kernels: tuple[Kernel, ...] = ()
 
     @property
     def spec_file(self) -> Path:
@@ -261,7 +274,7 @@ class Assignment:
         return tuple(k for k in self.kernels if k.variant is None)
 
     def kernel(self, name: str) -> Kernel:
-        for k in (*self.kernels, *self.check_kernels):
+        for k in (*self.kernels, *self.check_kernels, *self.variant_only_kernels):
             if k.name == name:
                 return k
         variants = f"; variants: {', '.join(v.name for v in self.variants)}" if self.variants else ""

@@ -16,15 +16,16 @@ from grader.spec.model import EVIDENCE, TENSOR_CORE_PRECISIONS, Buffer, Case, Ke
 
 VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
                 "required_symbols", "evidence", "evidence_penalty", "tensor_core_precisions", "precision_penalty",
-                "tolerances")
+                "tolerances", "kernels")
 
 
 def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
-                  kernels: tuple[Kernel, ...]) -> tuple[Variant, ...]:
-    """Every [[variants]] table; `source_dirs`: the assignment's, the first one what a variant is laid over."""
+                  kernels: tuple[Kernel, ...], checks: tuple[str, ...] = ()) -> tuple[Variant, ...]:
+    """Every [[variants]] table; `source_dirs`: the assignment's, the first one what a variant is laid over; `checks`:
+    the names of the assignment's checks (a variant may be graded on one alone)."""
     variants: list[Variant] = []
     for table, where in tables:
-        variant = _load_variant(table, where, source_dirs, kernels)
+        variant = _load_variant(table, where, source_dirs, kernels, checks)
         named = f"{where.rsplit(' ', 1)[0]} variant '{variant.name}' key 'name'"
         if any(v.name == variant.name for v in variants):
             raise SpecError(f"{named}: another variant has this name; each variant needs its own")
@@ -34,7 +35,8 @@ def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
     return tuple(variants)
 
 
-def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels: tuple[Kernel, ...]) -> Variant:
+def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels: tuple[Kernel, ...],
+                  checks: tuple[str, ...]) -> Variant:
     if not isinstance(table, dict):
         raise SpecError(f"{where}: expected a table with name, folder, weight, must_change, ...")
     name = Reader(table, where).get("name", str)
@@ -87,6 +89,14 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         if not isinstance(tolerance, dict):
             raise SpecError(f"{where} tolerances.{kernel}: expected a table with atol and rtol, found {tolerance!r}")
         tolerances[kernel] = load_tolerance(tolerance, f"{where} tolerances.{kernel}")
+    graded = read.strings("kernels") if "kernels" in table else None
+    if graded is not None:
+        if not graded:
+            raise SpecError(f"{where}: key 'kernels' is empty; name the kernels and checks the variant is graded on, "
+                            "or leave the key out for all of them")
+        if unknown_names := [n for n in graded if n not in (*names, *checks)]:
+            raise SpecError(f"{where}: key 'kernels' names {unknown_names}, which are neither kernels nor checks of "
+                            f"the assignment (have {', '.join((*names, *checks))})")
     return Variant(
         name=name, title=read.get("title", str, name), folder=folder, onto=onto, weight=weight,
         partial_credit=read.choice("partial_credit", ("fraction", "all_or_nothing"),  # type: ignore[arg-type]
@@ -98,6 +108,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         evidence_penalty=penalty,
         tensor_core_precisions=precisions,
         precision_penalty=precision_penalty,
+        kernels=graded,
     )
 
 
@@ -111,50 +122,78 @@ def _folder(read: Reader, key: str, default: Any) -> str:
     return path.as_posix()
 
 
-def _share(kernels: tuple[Kernel, ...], checks: tuple[CheckSpec, ...]) -> Callable[[float], float]:
-    """A weight's share of the base weights, the checks' among them (none at all: equal shares)."""
-    total = sum(k.weight for k in kernels) + sum(c.weight for c in checks)
-    return lambda weight: weight / total if total else 1 / len(kernels)
+def _graded(variant: Variant, kernels: tuple[Kernel, ...], checks: tuple[CheckSpec, ...],
+            variant_only_checks: tuple[str, ...]) -> dict[str, float]:
+    """The base weights of what the variant is graded on, by name: its kernels and checks; a kernel that only a graded
+    check composes is graded with weight 0 (it must build and pass, as part of the check's program)."""
+    graded = {k.name: k.weight for k in kernels if variant.grades(k.name, k.variant_only)}
+    graded |= {c.name: c.weight for c in checks if variant.grades(c.name, c.name in variant_only_checks)}
+    composed = {name: 0.0 for c in checks if c.name in graded for name in c.composes if name not in graded}
+    return graded | composed
+
+
+def _shares(weights: dict[str, float]) -> Callable[[str], float]:
+    """Each one's share of the total weight (all weights 0: equal shares of those)."""
+    total = sum(weights.values())
+    return lambda name: weights[name] / total if total else 1 / len(weights)
+
+
+def _base_weights(kernels: tuple[Kernel, ...], checks: tuple[CheckSpec, ...],
+                  variant_only_checks: tuple[str, ...]) -> dict[str, float]:
+    """What the base folder is graded on: every kernel and check that is not variant-only, by name."""
+    return ({k.name: k.weight for k in kernels if not k.variant_only}
+            | {c.name: c.weight for c in checks if c.name not in variant_only_checks})
 
 
 def expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...], base_weight: float | None,
-             checks: tuple[CheckSpec, ...] = ()) -> tuple[Kernel, ...]:
-    """The base kernels, then each variant's copy of every one of them ("req_0/matmul"), weighted as the spec says.
+             checks: tuple[CheckSpec, ...] = (), variant_only_checks: tuple[str, ...] = ()) -> tuple[Kernel, ...]:
+    """The base kernels, then each variant's copy of the kernels it is graded on ("req_0/matmul"), weighted as the spec
+    says.
 
-    Within a variant (and for `base_weight`) a kernel's share of the weight is its base weight's share.
+    Within a variant (and for `base_weight`) a kernel's share of the weight is its base weight's share among what
+    that variant (the base) is graded on.
     """
-    shares = _share(kernels, checks)
-
-    def share(kernel: Kernel) -> float:
-        return shares(kernel.weight)
-
-    base = kernels if base_weight is None else tuple(replace(k, weight=round(base_weight * share(k), 9))
-                                                     for k in kernels)
-    return base + tuple(
-        replace(k, name=f"{v.name}/{k.name}", variant=v.name, base=k.name, weight=round(v.weight * share(k), 9),
-                forbidden_symbols=k.forbidden_symbols if v.forbidden_symbols is None else v.forbidden_symbols,
-                tolerance=v.tolerances.get(k.name, k.tolerance))
-        for v in variants for k in kernels)
+    base_weights = _base_weights(kernels, checks, variant_only_checks)
+    share = _shares(base_weights)
+    base = tuple(k if base_weight is None else replace(k, weight=round(base_weight * share(k.name), 9))
+                 for k in kernels if k.name in base_weights)
+    copies: list[Kernel] = []
+    for v in variants:
+        weights = _graded(v, kernels, checks, variant_only_checks)
+        shares = _shares(weights)
+        copies += [replace(k, name=f"{v.name}/{k.name}", variant=v.name, base=k.name,
+                           weight=round(v.weight * shares(k.name), 9),
+                           forbidden_symbols=k.forbidden_symbols if v.forbidden_symbols is None else v.forbidden_symbols,
+                           tolerance=v.tolerances.get(k.name, k.tolerance))
+                   for k in kernels if k.name in weights]
+    return base + tuple(copies)
 
 
 def check_kernels(checks: tuple[CheckSpec, ...], kernels: tuple[Kernel, ...], variants: tuple[Variant, ...],
-                  base_weight: float | None) -> tuple[Kernel, ...]:
-    """Each check as kernels of the result: its own (named after it), then each variant's ("req_0/" and its name),
-    each with its cases.
+                  base_weight: float | None, variant_only_checks: tuple[str, ...] = ()) -> tuple[Kernel, ...]:
+    """Each check as kernels of the result: its own (named after it; none for a variant-only check), then the copy of
+    each variant graded on it ("req_0/" and its name), each with its cases.
 
     Its buffers are the files the runner collects from its calls' folders (`CheckSpec.outputs`).
     """
-    share = _share(kernels, checks)
+    base_weights = _base_weights(kernels, checks, variant_only_checks)
+    share = _shares(base_weights)
     result: list[Kernel] = []
     for spec in checks:
         check = Kernel(
-            name=spec.name, weight=spec.weight if base_weight is None else round(base_weight * share(spec.weight), 9),
+            name=spec.name, weight=spec.weight if base_weight is None or spec.name not in base_weights
+            else round(base_weight * share(spec.name), 9),
             header="", sources=(), signature=Signature(spec.name, ()),
             buffers=tuple(Buffer(name, "output", "float32", ("1",)) for name in spec.outputs),
             tolerance=Tolerance(0.0, 0.0), cases=tuple(Case(name, True, {}) for name in spec.cases),
             time_limit_s=spec.time_limit_s, partial_credit="fraction", forbidden_symbols=(), forbidden_penalty=0.0,
             # One budget for all its calls: a kernel that loops costs the check what it costs its own cases.
-            time_budget_s=spec.time_limit_s)
-        result += [check] + [replace(check, name=f"{v.name}/{spec.name}", variant=v.name, base=spec.name,
-                                     weight=round(v.weight * share(spec.weight), 9)) for v in variants]
+            time_budget_s=spec.time_limit_s, variant_only=spec.name in variant_only_checks)
+        if spec.name in base_weights:
+            result.append(check)
+        for v in variants:
+            weights = _graded(v, kernels, checks, variant_only_checks)
+            if spec.name in weights:
+                result.append(replace(check, name=f"{v.name}/{spec.name}", variant=v.name, base=spec.name,
+                                      weight=round(v.weight * _shares(weights)(spec.name), 9)))
     return tuple(result)
