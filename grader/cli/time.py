@@ -1,4 +1,5 @@
-"""`grader time SUBMISSION --assignment NAME [--against-reference]`: each kernel's speed, per variant, as a table."""
+"""`grader time SUBMISSION --assignment NAME [--against-reference]`: each kernel's speed, per variant, as a table;
+`--competition`: the assignment's competition run set instead (tokens/s per run, their geometric mean, the gate)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--with", dest="with_timings", type=Path, action="append", default=[], metavar="JSON",
                         help="with --density-html: another sweep's JSON (`grader time --sweep` of the other device's "
                              "pack) drawn beside this one; may be repeated")
+    parser.add_argument("--competition", action="store_true",
+                        help="run the assignment's [competition] instead (gpt2-m3): greedy generation through the "
+                             "submission's kernels (kernels/ with its competition folder laid over it), timed per run, "
+                             "gated on the logits; writes competition-<assignment>.json (or --json), which `grader "
+                             "export gradescope-results --competition` and `grader report dashboard --competition` read")
+    parser.add_argument("--student", default=None,
+                        help="with --competition: the name its leaderboard entry shows (default: the folder's name)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="builds, inputs and gold outputs (default: $KERNEL_GRADER_CACHE or ~/.cache/kernel-grader)")
     parser.add_argument("--sandbox", default="local", choices=SANDBOX_NAMES, help="where student code runs")
@@ -63,6 +71,8 @@ def run(arguments: argparse.Namespace) -> int:
 
     console = Console()
     assignment = load_assignment(arguments.assignment)
+    if arguments.competition:
+        return _competition(arguments, assignment, console)
     timing = load_timing(assignment)  # a broken [timing] table is said before anything is built
     if not arguments.submission.exists():
         raise SubmissionError(f"submission {arguments.submission}: no such folder")
@@ -175,3 +185,41 @@ def _awards(student: SubmissionTiming, assignment: Assignment, timing: TimingSpe
         console.print(f"points: {escape(award_words(award, timing.sweep_parameter))}", highlight=False,
                       soft_wrap=True)
     return awards
+
+
+def _competition(arguments: argparse.Namespace, assignment: Assignment, console: Console) -> int:
+    """The competition's runs: a table of them, the geometric mean or why there is none, and the JSON."""
+    from rich.table import Table
+
+    from grader.competition.run import compete
+    from grader.competition.spec import load_competition
+
+    competition = load_competition(assignment)  # a broken [competition] table is said before anything is built
+    if not arguments.submission.exists():
+        raise SubmissionError(f"submission {arguments.submission}: no such folder")
+    if arguments.sweep or arguments.against_reference or arguments.kernels:
+        raise GraderError("--competition runs the assignment's run set: --sweep, --against-reference and --kernels "
+                          "do not apply to it")
+    if reason := unavailable_reason(assignment.target, assignment.python_packages):
+        raise GraderError(f"cannot run {assignment.name}'s competition on this machine: {reason}")
+    options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
+                      jobs=arguments.jobs, cuda_arch=arguments.cuda_arch)
+    result = compete(arguments.submission, assignment, options, competition, arguments.student)
+    shown = Table(title=f"{assignment.name} competition: {arguments.submission} ({result.folder})",
+                  title_justify="left")
+    for column, justify in (("run", "left"), ("B", "right"), ("prompt", "right"), ("generate", "right"),
+                            ("median s", "right"), ("RSE", "right"), ("tokens/s", "right"), ("gate", "left")):
+        shown.add_column(column, justify=justify, overflow="fold")
+    for run in result.runs:
+        shown.add_row(run.name, str(run.B), str(run.prompt), str(run.generate),
+                      f"{run.median_s:.4f}" if run.median_s is not None else "–",
+                      f"{100 * run.rse:.1f}%" if run.rse is not None and run.median_s is not None else "",
+                      f"{run.tokens_per_s:,.1f}" if run.tokens_per_s is not None else "–",
+                      escape(run.message or run.status.value))
+    console.print(shown)
+    console.print(("[bold green]entered:[/] " if result.entered else "[bold red]") + escape(result.words)
+                  + ("" if result.entered else "[/]"), highlight=False, soft_wrap=True)
+    path = arguments.json or Path(f"competition-{assignment.name}.json")
+    path.write_text(json.dumps({"competition": result.to_dict(), "competition_spec": competition.where}, indent=2))
+    console.print(f"competition (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
+    return 0

@@ -72,7 +72,7 @@ class Document:
 ASSIGNMENT_MODULES = ("inputs.py", "numpy_reference.py")
 NOT_INHERITED = ("name", "based_on")
 # The spec's own tables ([timing] is grader.timing.spec's); every other table is a check's (grader.checks).
-TABLES = ("assignment", "kernels", "variants", "timing")
+TABLES = ("assignment", "kernels", "variants", "timing", "competition")
 
 
 def read_document(folder: Path, inheriting: tuple[Path, ...] = ()) -> Document:
@@ -127,7 +127,7 @@ def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[
             continue
         if key not in CHECK_NAMES:
             raise SpecError(f"{spec_file}: unknown table [{key}]; expected [assignment], [[kernels]], [[variants]], "
-                            f"[timing] or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
+                            f"[timing], [competition] or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
         checks[key] = (table, f"{spec_file} [{key}]")
     return checks
 
