@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from grader.cases import read_secret
+from grader.competition.results import CompetitionResult, read_competition
 from grader.cli.report import add_result_argument, load_result, result_path, stored_results
 from grader.spec import load_assignment
 from grader.timing.table import SpeedupTable, read_table
 
 if TYPE_CHECKING:
-    from grader.report.gradescope import SpeedUp
+    from grader.report.gradescope import Competition, SpeedUp
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -41,6 +42,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     results.add_argument("--out", type=Path, required=True, help="results.json to write")
     results.add_argument("--timing", type=Path, default=None,
                          help="a timing file written by `grader time --json`: its leaderboard value leads results.json's")
+    results.add_argument("--competition", type=Path, default=None,
+                         help="a competition file written by `grader time --competition`: its tokens/s geometric "
+                              "mean leads results.json's leaderboard (none where the gate left it out: the words say why)")
     results.add_argument("--log", type=Path, default=None,
                          help="the grading log, shown (its end) when the result is missing because grading failed")
     results.add_argument("--note", action="append", default=[],
@@ -77,7 +81,8 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
     path = result_path(arguments)
     if path.is_file():
         speed = speed_up(read_table(arguments.timing)) if arguments.timing else None
-        document = gradescope.results_json(load_result(path), tuple(arguments.note), speed)
+        entry = competition_entry(read_competition(arguments.competition)) if arguments.competition else None
+        document = gradescope.results_json(load_result(path), tuple(arguments.note), speed, entry)
     else:
         log = arguments.log.read_text(errors="replace") if arguments.log and arguments.log.is_file() else ""
         tail = "\n".join(log.strip().splitlines()[-30:])
@@ -96,6 +101,14 @@ def speed_up(table: SpeedupTable) -> SpeedUp | None:
     if table.leaderboard_value is None:
         return None
     return gradescope.SpeedUp(table.leaderboard, table.leaderboard_value, table.leaderboard_rows)
+
+
+def competition_entry(competition: CompetitionResult) -> Competition:
+    """A competition result as results.json takes it (`gradescope.Competition`)."""
+    from grader.report import gradescope
+
+    return gradescope.Competition(competition.geomean_tokens_per_s,
+                                  tuple((r.name, r.tokens_per_s) for r in competition.runs), competition.words)
 
 
 def run_junit(arguments: argparse.Namespace) -> int:

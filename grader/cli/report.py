@@ -28,6 +28,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     dashboard.add_argument("--store", type=Path, required=True, help="the results store (SQLite file)")
     dashboard.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
     dashboard.add_argument("--out", type=Path, required=True, help="folder to write index.html and students/ into")
+    dashboard.add_argument("--competition", type=Path, action="append", default=[], metavar="JSON",
+                           help="a competition file (`grader time --competition --student NAME`), or a folder of "
+                                "them: the competition's leaderboard, ranked by tokens/s (repeatable)")
     dashboard.set_defaults(run=run_dashboard)
 
 
@@ -79,6 +82,19 @@ def run_one(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def competition_results(paths: list[Path], assignment: str) -> tuple:
+    """The competition files given (a folder: its *.json, by name), each of this assignment."""
+    from grader.competition.results import read_competition
+    from grader.errors import GraderError
+
+    files = [f for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
+    entries = tuple(read_competition(f) for f in files)
+    for path, entry in zip(files, entries):
+        if entry.assignment != assignment:
+            raise GraderError(f"{path}: a competition of {entry.assignment}, not of {assignment}")
+    return entries
+
+
 def run_dashboard(arguments: argparse.Namespace) -> int:
     from grader.report import dashboard
 
@@ -88,7 +104,8 @@ def run_dashboard(arguments: argparse.Namespace) -> int:
         history = store.history_with_runs(arguments.assignment)  # every result: the students' history pages
     finally:
         store.close()
-    pages = dashboard.write(results, arguments.assignment, arguments.out, history)
+    pages = dashboard.write(results, arguments.assignment, arguments.out, history,
+                            competition_results(arguments.competition, arguments.assignment))
     Console().print(f"dashboard of {len(results)} students written to {arguments.out / 'index.html'} "
                     f"({len(pages)} pages)")
     return 0

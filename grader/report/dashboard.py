@@ -2,7 +2,8 @@
 
 `index.html` holds the score histogram, per-kernel score distributions and pass rates, a late-days
 chart, every failure grouped by kernel and case, the students with nothing graded, and the table
-of students. No page has a script: the table sorts because each column header links to the same
+of students; where competition results are given (`grader time --competition`), the competition's leaderboard,
+ranked by the geometric mean of tokens/s. No page has a script: the table sorts because each column header links to the same
 page rendered in that column's order (`by-<column>.html`), and the browser's own find finds a
 student. Each student's report and history (every stored result, regrades included) are written
 beside it, under `students/`.
@@ -16,6 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.competition.results import CompetitionResult
 from grader.report import html
 from grader.report.render import environment
 from grader.results import Result
@@ -49,11 +51,13 @@ class _Named:
 
 
 def write(results: list[Result], assignment: str, out_dir: Path,
-          history: list[tuple[int | None, Result]] | None = None) -> list[Path]:
+          history: list[tuple[int | None, Result]] | None = None,
+          competition: tuple[CompetitionResult, ...] = ()) -> list[Path]:
     """Render the dashboard, every student's report and history page into out_dir; returns the pages written.
 
     `history`: every stored result with its run's id, oldest first (Store.history_with_runs);
-    without it each student's history is their latest result alone.
+    without it each student's history is their latest result alone. `competition`: the class's competition
+    results, shown as the competition's leaderboard.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -78,6 +82,7 @@ def write(results: list[Result], assignment: str, out_dir: Path,
                                              if result.status.was_graded else None), encoding="utf-8")
         written.append(path)
     summary = summarise(results, assignment)
+    summary["competition"] = competition_board(competition, {r.student or r.submission.path for r in results})
     template = env.get_template("dashboard.html.j2")
     for column in summary["columns"]:
         page = out_dir / page_name(column.key)
@@ -165,6 +170,28 @@ def summarise(results: list[Result], assignment: str) -> dict:
         if scores else None,
         "graded_at": max((r.graded_at for r in results), default=""),
     }
+
+
+def competition_board(entries: tuple[CompetitionResult, ...], students: set[str] = frozenset()) -> dict | None:
+    """The competition's leaderboard: entered submissions by their geometric mean of tokens/s (highest first,
+    ranked), then those the gate or a failure left out, by name; None without any competition result.
+
+    students: those with a history page (a competitor's name links to it where it is one of them).
+    """
+    if not entries:
+        return None
+    latest = {e.student: e for e in entries}  # a student's later file replaces an earlier one
+    runs = list(dict.fromkeys(r.name for e in latest.values() for r in e.runs))
+    ranked = sorted((e for e in latest.values() if e.entered), key=lambda e: (-(e.geomean_tokens_per_s or 0.0),
+                                                                               e.student))
+    out = sorted((e for e in latest.values() if not e.entered), key=lambda e: e.student)
+    rows = [{"rank": index + 1 if entry.entered else None, "student": entry.student, "entered": entry.entered,
+             "geomean": entry.geomean_tokens_per_s, "folder": entry.folder, "device": entry.device,
+             "runs": {r.name: r.tokens_per_s for r in entry.runs},
+             "why": "" if entry.entered else entry.words,
+             "history": history_file(entry.student) if entry.student in students else None}
+            for index, entry in enumerate([*ranked, *out])]
+    return {"runs": runs, "rows": rows, "entered": len(ranked), "total": len(rows)}
 
 
 def score_bin(score: float, max_score: float) -> int:

@@ -29,13 +29,27 @@ class SpeedUp:
     kernels: int  # the rows it is the geometric mean of
 
 
-def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedUp | None = None) -> dict:
+@dataclass(frozen=True)
+class Competition:
+    """A submission's competition entry (`grader time --competition`), as its caller read it there."""
+
+    value: float | None  # the geometric mean of the runs' tokens/s: higher is better; None: not entered
+    runs: tuple[tuple[str, float | None], ...]  # each run's name and tokens/s
+    words: str  # the entry in a line, or why there is none
+
+
+def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedUp | None = None,
+                 competition: Competition | None = None) -> dict:
     """The whole results.json object for one graded submission.
 
     notes: lines for staff and students alike, above the summary (how the autograder graded it).
     speed: the leaderboard value of the submission's speed-up table (`grader time`), the measure the
-    spec's [timing] names: it leads Gradescope's `leaderboard`.
+    spec's [timing] names: it leads Gradescope's `leaderboard`, after the competition's. competition: the
+    submission's competition result: its geometric mean of tokens/s leads the leaderboard, its runs after it;
+    one gated out has no entry, and says why above the summary.
     """
+    if competition is not None:
+        notes = (*notes, f"Competition: {competition.words}")
     tests = [test for kernel in result.kernels for test in _kernel_tests(kernel)]
     if result.late and result.late.points_deducted:
         tests.append({"name": "late penalty", "score": -result.late.points_deducted, "max_score": 0.0,
@@ -55,7 +69,7 @@ def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedUp | N
                        "sandbox_enforced": list(result.environment.sandbox_enforced),
                        "python": result.environment.python, "grader_version": result.environment.grader_version},
     }
-    leaderboard = _speed_entry(speed) + _leaderboard(result)
+    leaderboard = _competition_entries(competition) + _speed_entry(speed) + _leaderboard(result)
     if leaderboard:
         document["leaderboard"] = leaderboard
     return document
@@ -159,6 +173,17 @@ def _speed_entry(speed: SpeedUp | None) -> list[dict]:
                "geomean_speedup_vs_reference": "speed-up vs the reference"}.get(speed.measure, speed.measure)
     kernels = f"{speed.kernels} kernel{'' if speed.kernels == 1 else 's'}"
     return [{"name": f"{measure} (geometric mean of {kernels})", "value": speed.value, "order": "desc"}]
+
+
+def _competition_entries(competition: Competition | None) -> list[dict]:
+    """The geometric mean of tokens/s, then each run's, where the submission is entered (passed the gate)."""
+    if competition is None or competition.value is None:
+        return []
+    runs = f"{len(competition.runs)} run{'' if len(competition.runs) == 1 else 's'}"
+    return [{"name": f"GPT-2 generation tokens/s (geometric mean of {runs})", "value": round(competition.value, 2),
+             "order": "desc"},
+            *({"name": f"tokens/s {name}", "value": round(value, 2), "order": "desc"}
+              for name, value in competition.runs if value is not None)]
 
 
 def _leaderboard(result: Result) -> list[dict]:
