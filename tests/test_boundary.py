@@ -72,4 +72,5 @@ def test_the_competitions_harness_half_imports_only_the_boundary_the_programs_ha
                "grader.competition", "grader.competition.harness"}
     outside = graders(with_competition) - graders(alone) - allowed
     assert not outside, "the competition's harness half imports " + ", ".join(sorted(outside))
-    assert not third_party(with_competition), "the harness side imports " + ", ".join(sorted(third_party(with_competition)))
+    assert not third_party(with_competition), \
+        "the harness side imports " + ", ".join(sorted(third_party(with_competition)))

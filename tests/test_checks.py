@@ -32,7 +32,7 @@ def test_a_table_that_names_no_check_is_named_with_the_checks_there_are(tmp_path
     with pytest.raises(SpecError) as error:
         load_assignment(pack)
     assert str(error.value) == (f"{spec}: unknown table [decode]; expected [assignment], [[kernels]], [[variants]], "
-                                "[timing] or a check's table ([forward])")
+                                "[timing], [competition] or a check's table ([forward])")
 
 
 def test_a_pack_based_on_another_inherits_its_checks_table_and_may_replace_it(tmp_path: Path) -> None:
@@ -45,11 +45,16 @@ def test_a_pack_based_on_another_inherits_its_checks_table_and_may_replace_it(tm
 
 
 def test_the_core_names_no_check_but_in_its_registration() -> None:
-    """Outside its plug-in's package, a check is named once: where it is registered (grader/checks/__init__.py)."""
+    """Outside its plug-in's package, a check is named once: where it is registered (grader/checks/__init__.py).
+
+    The competition (grader/competition/) is the forward check's generation, timed: a client of that plug-in, which
+    it names where it reads the [forward] table and composes its steps.
+    """
     found = []
     for path in sorted(GRADER.rglob("*")):
         relative = path.relative_to(GRADER)
-        if not path.is_file() or "__pycache__" in relative.parts or relative.parts[:2] == ("checks", "forward"):
+        if not path.is_file() or "__pycache__" in relative.parts or relative.parts[:2] == ("checks", "forward") \
+                or relative.parts[0] == "competition":
             continue
         text = path.read_text(errors="replace")
         found += [(relative.as_posix(), line.strip()) for line in text.splitlines()

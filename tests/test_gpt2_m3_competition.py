@@ -72,7 +72,8 @@ def test_an_assignment_without_a_competition_says_so() -> None:
 @pytest.mark.parametrize("table, words", [
     ({"runs": RUNS, "speed": 1}, "unknown key(s) ['speed']"),
     ({"runs": []}, "key 'runs' must list at least one run"),
-    ({"runs": [{"name": "x", "B": 1, "prompt": 4}]}, "runs[0]: expected a table with exactly name, B, prompt, generate"),
+    ({"runs": [{"name": "x", "B": 1, "prompt": 4}]},
+     "runs[0]: expected a table with exactly name, B, prompt, generate"),
     ({"runs": [{"name": "x", "B": 1, "prompt": 30, "generate": 3}]}, "prompt + generate (33) must not exceed"),
     ({"runs": [{"name": "x", "B": 0, "prompt": 3, "generate": 3}]}, "B, prompt and generate must be at least 1"),
     ({"runs": [RUNS[0], RUNS[0]]}, "run names repeat"),

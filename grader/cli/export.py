@@ -44,7 +44,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          help="a timing file written by `grader time --json`: its leaderboard value leads results.json's")
     results.add_argument("--competition", type=Path, default=None,
                          help="a competition file written by `grader time --competition`: its tokens/s geometric "
-                              "mean leads results.json's leaderboard (none where the gate left it out: the words say why)")
+                              "mean leads results.json's leaderboard (none where the gate left it out: the words "
+                              "say why)")
     results.add_argument("--log", type=Path, default=None,
                          help="the grading log, shown (its end) when the result is missing because grading failed")
     results.add_argument("--note", action="append", default=[],

@@ -53,7 +53,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="run the assignment's [competition] instead (gpt2-m3): greedy generation through the "
                              "submission's kernels (kernels/ with its competition folder laid over it), timed per run, "
                              "gated on the logits; writes competition-<assignment>.json (or --json), which `grader "
-                             "export gradescope-results --competition` and `grader report dashboard --competition` read")
+                             "export gradescope-results --competition` and `grader report dashboard --competition` "
+                             "read")
     parser.add_argument("--student", default=None,
                         help="with --competition: the name its leaderboard entry shows (default: the folder's name)")
     parser.add_argument("--cache-dir", type=Path, default=None,

@@ -47,8 +47,8 @@ class RunResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
         fields = {k: v for k, v in data.items() if k != "tokens_per_s"}
-        return cls(**{**fields, "status": TimingStatus(data["status"]),
-                      "samples_s": tuple(data.get("samples_s", ())), "wall_samples_s": tuple(data.get("wall_samples_s", ())),
+        return cls(**{**fields, "status": TimingStatus(data["status"]), "samples_s": tuple(data.get("samples_s", ())),
+                      "wall_samples_s": tuple(data.get("wall_samples_s", ())),
                       "tokens": tuple(tuple(row) for row in data.get("tokens", ()))})
 
 

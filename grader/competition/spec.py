@@ -102,7 +102,8 @@ def parse_competition(table: Any, where: str, forward: Forward) -> Competition:
         warmup=read.get("warmup", int, defaults.warmup),
         rule=StopRule(min_calls=read.get("min_repeats", int, defaults.rule.min_calls),
                       max_calls=read.get("max_repeats", int, defaults.rule.max_calls),
-                      rse=read.get("rse", float, defaults.rule.rse), cap_s=read.get("cap_s", float, defaults.rule.cap_s)),
+                      rse=read.get("rse", float, defaults.rule.rse),
+                      cap_s=read.get("cap_s", float, defaults.rule.cap_s)),
         time_limit_s=read.get("time_limit_s", float, defaults.time_limit_s))
     rule = competition.rule
     if competition.warmup < 0 or rule.min_calls < 1 or rule.max_calls < rule.min_calls:

@@ -2,11 +2,11 @@
 
 `index.html` holds the score histogram, per-kernel score distributions and pass rates, a late-days
 chart, every failure grouped by kernel and case, the students with nothing graded, and the table
-of students; where competition results are given (`grader time --competition`), the competition's leaderboard,
-ranked by the geometric mean of tokens/s. No page has a script: the table sorts because each column header links to the same
-page rendered in that column's order (`by-<column>.html`), and the browser's own find finds a
-student. Each student's report and history (every stored result, regrades included) are written
-beside it, under `students/`.
+of students; where competition results are given (`grader time --competition`), the competition's
+leaderboard, ranked by the geometric mean of tokens/s. No page has a script: the table sorts
+because each column header links to the same page rendered in that column's order
+(`by-<column>.html`), and the browser's own find finds a student. Each student's report and
+history (every stored result, regrades included) are written beside it, under `students/`.
 """
 
 from __future__ import annotations

@@ -127,7 +127,8 @@ def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[
             continue
         if key not in CHECK_NAMES:
             raise SpecError(f"{spec_file}: unknown table [{key}]; expected [assignment], [[kernels]], [[variants]], "
-                            f"[timing], [competition] or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
+                            "[timing], [competition] "
+                            f"or a check's table ({', '.join(f'[{name}]' for name in CHECK_NAMES)})")
         checks[key] = (table, f"{spec_file} [{key}]")
     return checks
 
