@@ -420,3 +420,24 @@ def test_grader_time_competition_writes_the_runs_and_the_geometric_mean(cpu_pack
     assert result.entered and result.student == "ref"
     assert f"entered: {result.geomean_tokens_per_s:,.1f} tokens/s (geometric mean over 2 runs" in printed
     assert json.loads(out.read_text())["competition_spec"].endswith("assignment.toml [competition]")
+
+
+def test_the_competition_without_a_gpu_says_so_before_building(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from grader.device import unavailable_reason
+
+    monkeypatch.setenv("KERNEL_GRADER_NO_GPU", "1")
+    unavailable_reason.cache_clear()
+    try:
+        code = main(["time", str(load_assignment("gpt2-m3").reference_dir), "--assignment", "gpt2-m3",
+                     "--competition"])
+    finally:
+        unavailable_reason.cache_clear()
+    assert code == 2
+    assert "cannot run gpt2-m3's competition on this machine: no GPU is used here (KERNEL_GRADER_NO_GPU is set)" in \
+        " ".join(capsys.readouterr().err.split())
+
+
+def test_an_assignment_without_a_competition_is_refused_by_grader_time(capsys) -> None:
+    assert main(["time", str(load_assignment("gpt2-m2").reference_dir), "--assignment", "gpt2-m2",
+                 "--competition"]) == 2
+    assert "gpt2-m2 has no [competition] table" in " ".join(capsys.readouterr().err.split())
