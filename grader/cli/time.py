@@ -218,6 +218,8 @@ def _competition(arguments: argparse.Namespace, assignment: Assignment, console:
                       f"{run.tokens_per_s:,.1f}" if run.tokens_per_s is not None else "–",
                       escape(run.message or run.status.value))
     console.print(shown)
+    for note in result.notes:
+        console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     console.print(("[bold green]entered:[/] " if result.entered else "[bold red]") + escape(result.words)
                   + ("" if result.entered else "[/]"), highlight=False, soft_wrap=True)
     path = arguments.json or Path(f"competition-{assignment.name}.json")

@@ -51,8 +51,12 @@ def compete(path: Path, assignment: Assignment, options: Options, competition: C
                              if laid else None, upload=options.upload)
     artifacts = build_submission(assignment, sources, options.cache_dir, composed, options.jobs, options.cuda_arch,
                                  sandbox=sandbox_named(options.sandbox))
+    # Anything that builds competes (the course set no rules: cuBLAS, as req_2 uses it, links); what a kernel calls
+    # from a library the graded kernels may not call is said beside the entry.
+    libraries = tuple(f"{k.name} calls {', '.join(artifacts[k.name].forbidden_symbols)}" for k in composed
+                      if artifacts[k.name].forbidden_symbols)
     result = CompetitionResult(str(path), assignment.name, student or checkout.root.resolve().name, folder, (),
-                               commit=checkout.commit)
+                               commit=checkout.commit, notes=libraries)
     broken = [k.name for k in composed if artifacts[k.name].status != BuildStatus.BUILT
               or artifacts[k.name].library is None]
     if broken:
@@ -65,13 +69,13 @@ def compete(path: Path, assignment: Assignment, options: Options, competition: C
     truth = assignment.numpy_reference()
     with tempfile.TemporaryDirectory(prefix="kg-compete-") as scratch:
         work = Path(scratch)
-        libraries = {}
+        copies = {}
         (work / "libraries").mkdir()
         for k in composed:
-            libraries[k.name] = str(work / "libraries" / f"{k.name}.so")
-            shutil.copyfile(artifacts[k.name].library, libraries[k.name])  # type: ignore[arg-type]
+            copies[k.name] = str(work / "libraries" / f"{k.name}.so")
+            shutil.copyfile(artifacts[k.name].library, copies[k.name])  # type: ignore[arg-type]
         calls = [Call(kernel, kernel.cases[i], work / "libraries", inputs, work / "outputs" / run.name,
-                      composition_of(assignment, competition, run, libraries, inputs))
+                      composition_of(assignment, competition, run, copies, inputs))
                  for i, run in enumerate(competition.runs)]
         # One job per GPU: the runs hold it alone, as `grader time` holds it for a kernel.
         with gpu_lock(exclusive=True, timeout_s=LOCK_WAIT_S) if target.needs_gpu else nullcontext():
