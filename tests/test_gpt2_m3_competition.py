@@ -335,6 +335,29 @@ def test_the_dashboard_ranks_the_competition_by_its_geometric_mean(tmp_path: Pat
     assert "<td>dee</td>" in page  # one who is not, does not
 
 
+def test_report_dashboard_reads_a_folder_of_competition_files_and_refuses_another_assignments(tmp_path: Path) -> None:
+    from grader.store import Store
+
+    result = graded(tmp_path, "ada", SubmissionStatus.NOT_SUBMITTED)
+    result = dataclasses.replace(result, assignment="gpt2-m3", student="ada")
+    store = Store(tmp_path / "class.sqlite")
+    store.save(result)
+    store.close()
+    folder = tmp_path / "competitions"
+    folder.mkdir()
+    for student, speed in (("ada", 120.0), ("bo", 480.0)):
+        (folder / f"{student}.json").write_text(json.dumps({"competition": entry(student, speed).to_dict()}))
+    board = tmp_path / "board"
+    command = ["report", "dashboard", "--store", str(tmp_path / "class.sqlite"), "-a", "gpt2-m3", "--out", str(board)]
+    assert main([*command, "--competition", str(folder)]) == 0
+    parser = Rows("competition")
+    parser.feed((board / "index.html").read_text())
+    assert [(r[0], r[1], r[2]) for r in parser.rows[1:]] == [("1", "bo", "480.0"), ("2", "ada", "120.0")]
+    other = dataclasses.replace(entry("cy", 10.0), assignment="gpt2-m2")
+    (folder / "cy.json").write_text(json.dumps({"competition": other.to_dict()}))
+    assert main([*command, "--competition", str(folder)]) == 2
+
+
 def test_a_dashboard_without_competition_files_has_no_competition_table(tmp_path: Path) -> None:
     dashboard.write([graded(tmp_path, "ada", SubmissionStatus.NOT_SUBMITTED)], "gpt2-m3", tmp_path / "board")
     assert 'id="competition"' not in (tmp_path / "board" / "index.html").read_text()

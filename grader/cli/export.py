@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from grader.cases import read_secret
-from grader.competition.results import CompetitionResult, read_competition
 from grader.cli.report import add_result_argument, load_result, result_path, stored_results
+from grader.competition.results import CompetitionResult, read_competition
 from grader.spec import load_assignment
 from grader.timing.table import SpeedupTable, read_table
 

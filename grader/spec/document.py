@@ -71,7 +71,8 @@ class Document:
 
 ASSIGNMENT_MODULES = ("inputs.py", "numpy_reference.py")
 NOT_INHERITED = ("name", "based_on")
-# The spec's own tables ([timing] is grader.timing.spec's); every other table is a check's (grader.checks).
+# The spec's own tables ([timing] is grader.timing.spec's, [competition] grader.competition.spec's); every other
+# table is a check's (grader.checks).
 TABLES = ("assignment", "kernels", "variants", "timing", "competition")
 
 
