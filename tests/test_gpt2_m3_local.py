@@ -106,7 +106,7 @@ def _naive(inp: np.ndarray, B: int, T: int, NH: int, HS: int) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("name", ["course-t35", "t129-first-row-past-window", "odd-t201-two-heads"])
+@pytest.mark.parametrize("name", ["course-t35", "t129-first-full-window", "odd-t201-two-heads"])
 def test_numpy_reference_is_the_courses_loop(m3: Assignment, name: str) -> None:
     case = next(c for c in local(m3).cases if c.name == name)
     inp = case_inputs(m3, case)
@@ -136,6 +136,7 @@ def _errors(m3: Assignment) -> dict[str, dict[str, float]]:
             outputs = {name: family(q, k, v) for name, family in FAMILIES.items()}
             with np.errstate(all="ignore"):
                 outputs |= {name: truth(q, k, v, lo, hi) for name, (lo, hi) in MUTANT_WINDOWS.items()}
+                outputs["no-window"] = truth(q, k, v, lo=case.params["T"])  # causal attention over every key
                 for name, output in outputs.items():
                     share = np.abs(output - expected) / (tolerance.atol + tolerance.rtol * np.abs(expected))
                     worst = float(np.max(np.where(np.isfinite(share), share, np.inf)))
@@ -166,6 +167,14 @@ def test_each_mutant_fails_exactly_the_cases_its_variant_file_names(m3: Assignme
         # Far outside where it fails, exact where it passes: no case sits near the bound.
         assert all(errors[c][mutant] > 10 for c in failing), (mutant, {c: errors[c][mutant] for c in failing})
         assert all(used[mutant] == 0 for case, used in errors.items() if case not in failing), mutant
+
+
+def test_causal_attention_without_a_window_fails_the_cases_longer_than_129(errors: dict[str, dict[str, float]],
+                                                                          m3: Assignment) -> None:
+    lengths = {c.name: c.params["T"] for c in local(m3).cases}
+    failing = {case for case, used in errors.items() if used["no-window"] > 1}
+    assert failing == {case for case, T in lengths.items() if T > WINDOW + 1} and failing
+    assert all(errors[case]["no-window"] > 10 for case in failing)
 
 
 def test_window_127_passes_up_to_t_128_and_fails_every_longer_case(errors: dict[str, dict[str, float]],

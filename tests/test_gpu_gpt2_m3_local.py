@@ -60,13 +60,13 @@ def test_a_window_of_127_fails_req_5_on_the_cases_longer_than_the_window(m3: Ass
     kernel = local_of(result)
     lengths = {c.name: c.params["T"] for c in m3.kernel("local_attention").cases}
     failed = [c.name for c in kernel.cases if not c.passed]
-    assert failed == ["t129-first-row-past-window", "odd-t201-two-heads", "gpt2-full"] == \
+    assert failed == ["t129-first-full-window", "odd-t201-two-heads", "gpt2-full"] == \
         [name for name, T in lengths.items() if T > 128]
     # Right up to T = 128, where the window never cuts; far outside the tolerance past it.
     assert all(c.max_abs_err == 0 or c.tolerance_used < 1e-2 for c in kernel.cases if c.passed)
     assert all(c.tolerance_used > 10 for c in kernel.cases if not c.passed), [c.tolerance_used for c in kernel.cases]
     assert kernel.status is KernelStatus.FAILED and kernel.score == 0
-    assert kernel.message.startswith("3/6 cases passed; case 't129-first-row-past-window'"), kernel.message
+    assert kernel.message.startswith("3/6 cases passed; case 't129-first-full-window'"), kernel.message
     req_5 = next(v for v in result.variants if v.name == "req_5")
     assert (req_5.score, req_5.max_score) == (0, 2)
     assert req_5.message == "req_5 is all or nothing: local_attention failed 3 of 6 cases, so req_5 scores 0/2"
