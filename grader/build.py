@@ -60,6 +60,8 @@ class Artifact:
     # evidence), and the required symbols it does not call (where it is one the variant must change).
     evidence: LibraryEvidence | None = None
     missing_symbols: tuple[str, ...] = ()
+    # A kernel that accepts several names: which one its files define and the build calls, in words.
+    function_found: str = ""
 
 
 @functools.cache
@@ -128,6 +130,7 @@ def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, to
     """The build's cache key: its files, shim, compile commands and toolchain; None where there is nothing to build."""
     if sources.problem:
         return None
+    kernel = sources.called(kernel)
     target = target_of(assignment)
     steps = build_steps(assignment, kernel, sources, toolchain)
     commands = list(steps.link) if not steps.parts else steps.commands  # one command: the key it always had
@@ -145,8 +148,9 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
         return Artifact(kernel.name, BuildStatus.COMPILE_ERROR, None, sources.problem, (), False,
                         time.perf_counter() - started, built_from)
     target = target_of(assignment)
-    shim = target.shim_source(kernel)
-    steps = build_steps(assignment, kernel, sources, toolchain)
+    called = sources.called(kernel)  # under the name its files define, where it accepts several
+    shim = target.shim_source(called)
+    steps = build_steps(assignment, called, sources, toolchain)
     key = build_key(assignment, kernel, sources, toolchain, sandbox)
     folder = cache_dir / "builds" / str(key)
     record = folder / "build.json"
@@ -158,7 +162,8 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
             if library is None or library.is_file():
                 found = _library_facts(assignment, kernel, folder, saved) if library else {"forbidden_symbols": ()}
                 return Artifact(kernel.name, status, library, saved["message"], cached=True,
-                                seconds=time.perf_counter() - started, files=built_from, **found)
+                                seconds=time.perf_counter() - started, files=built_from,
+                                function_found=sources.function_found, **found)
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache entry is rebuilt, not trusted
     with tempfile.TemporaryDirectory(prefix=f"kg-build-{kernel.name.replace('/', '-')}-") as scratch:
@@ -174,7 +179,7 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
     library = folder / LIBRARY_FILE if status == BuildStatus.BUILT else None
     found = _library_facts(assignment, kernel, folder, built) if library else {"forbidden_symbols": ()}
     return Artifact(kernel.name, status, library, message, cached=False, seconds=time.perf_counter() - started,
-                    files=built_from, **found)
+                    files=built_from, function_found=sources.function_found, **found)
 
 
 def _library_facts(assignment: Assignment, kernel: Kernel, folder: Path, saved: dict[str, Any]) -> dict[str, Any]:

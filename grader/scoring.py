@@ -126,9 +126,10 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     if first_failure:
         messages.append(f"case '{first_failure.name}': {first_failure.message}")
     message = "; ".join(messages) or f"all {len(cases)} cases passed"
-    return KernelResult(kernel.name, round(score, 6), kernel.weight, status,
-                        f"{passed}/{len(cases)} cases passed; " + message if first_failure else message,
-                        cases, deductions, **build)
+    message = f"{passed}/{len(cases)} cases passed; " + message if first_failure else message
+    if artifact.function_found:  # which of the names it may have was called ("... defines local_attention_forward_gpu")
+        message = f"{message} ({artifact.function_found})"
+    return KernelResult(kernel.name, round(score, 6), kernel.weight, status, message, cases, deductions, **build)
 
 
 def score_variants(assignment: Assignment, results: list[KernelResult], folders: tuple[VariantSources, ...],

@@ -12,8 +12,9 @@ came from, so that the result can say so.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader.spec import Assignment, Kernel, Variant
@@ -63,6 +64,16 @@ class KernelSources:
     kernel: str
     files: tuple[SourceFile, ...]  # the submission's files, then the provided ones
     problem: str = ""
+    # A kernel that accepts several names (`Kernel.functions`): the one its files define, which the build calls, and
+    # where it was found, in words ("kernels_req_5/local_attention.cuh defines local_attention_forward_gpu").
+    function: str = ""
+    function_found: str = ""
+
+    def called(self, kernel: Kernel) -> Kernel:
+        """`kernel` as the build calls it: under the name its files define, where it accepts several."""
+        if not self.function or self.function == kernel.signature.function:
+            return kernel
+        return replace(kernel, signature=replace(kernel.signature, function=self.function))
 
     @property
     def contents(self) -> dict[str, bytes]:
@@ -280,4 +291,38 @@ def _kernel_sources(kernel: Kernel, root: Path, tree: dict[str, SourceFile], pro
                ([f"{', '.join(dict.fromkeys(links))} is a symbolic link; submit the file itself"] if links else [])
     for file in provided:
         files[file.path] = file
-    return KernelSources(kernel.name, tuple(files.values()), "; ".join(problems))
+    function, found = "", ""
+    if kernel.functions and not problems:
+        function, found = defined_function(kernel, [files[s] for s in kernel.sources if s in files],
+                                           [f for f in files.values() if f.origin is not Origin.PROVIDED])
+        if not function:
+            problems.append(found)
+    return KernelSources(kernel.name, tuple(files.values()), "; ".join(problems), function, found)
+
+
+_COMMENTS = re.compile(rb"/\*.*?\*/|//[^\n]*", re.S)
+
+
+def defined_function(kernel: Kernel, own: list[SourceFile], others: list[SourceFile]) -> tuple[str, str]:
+    """Which of the kernel's accepted names (`Kernel.functions`, in their order) its files define, and the words
+    that say so; ("", why) where none is. The kernel's own sources are read first (its header), then the rest of its
+    build's files (a folder's other file that the header includes). A definition is the name, its parameter list and
+    a body, outside comments and not a `__global__` kernel: a call, a prototype or a device kernel of that name
+    is not the host function."""
+    header = next((f for f in own if f.path == kernel.header), own[0] if own else None)
+    for file in dict.fromkeys([*own, *others]):
+        text = _COMMENTS.sub(b" ", file.content)
+        for name in kernel.functions:
+            for match in re.finditer(rb"\b" + name.encode() + rb"\s*\([^;{}]*\)\s*\{", text):
+                before = text[:match.start()]
+                start = max(before.rfind(b";"), before.rfind(b"}"), before.rfind(b"{"), before.rfind(b"\n#"))
+                if b"__global__" not in before[start + 1:]:
+                    return name, f"{_checkout_path(file)} defines {name}"
+    where = _checkout_path(header) if header else kernel.header
+    return "", (f"{where} defines none of {', '.join(kernel.functions)} (the names the assignment accepts for its "
+                "host function), so there is nothing to call")
+
+
+def _checkout_path(file: SourceFile) -> str:
+    """The file's own path in the checkout: a variant folder's file by its folder's name (kernels_req_5/...)."""
+    return file.taken_from or file.path

@@ -43,6 +43,7 @@ SERIAL_GROUPS = {
     "tiled-matmul-builds": ("test_tiled_matmul_pack",),
     "flash-sweep": ("test_flash_attention_sweep",),
     "flash-backward-sweep": ("test_flash_backward_sweep",),
+    "gpt2-m3-local-builds": ("test_gpt2_m3_local",),
 }
 
 

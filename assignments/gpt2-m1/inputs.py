@@ -61,6 +61,12 @@ def attention(case: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {"inp": _uniform(rng, (B, T, 3 * C), bound=case.get("scale", 1.0))}
 
 
+def local_attention(case: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    # gpt2-m3's req_5 (inherited from this file): the packed Q, K, V as (B, T, 3, NH, HS), uniform like attention's.
+    B, T, NH, HS = case["B"], case["T"], case["NH"], case["HS"]
+    return {"inp": _uniform(rng, (B, T, 3, NH, HS), bound=case.get("scale", 1.0))}
+
+
 def residual(case: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
     N = case["N"]
     inp1, inp2 = _uniform(rng, (N,)), _uniform(rng, (N,))
@@ -83,6 +89,7 @@ GENERATORS: dict[str, Callable[[dict, np.random.Generator], dict[str, np.ndarray
     "layernorm": layernorm,
     "matmul": matmul,
     "attention": attention,
+    "local_attention": local_attention,
     "residual": residual,
     "gelu": gelu,
 }

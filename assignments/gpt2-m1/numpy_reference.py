@@ -46,6 +46,29 @@ def attention(inp: np.ndarray, B: int, T: int, C: int, NH: int, **_) -> dict[str
     return {"out": out.transpose(0, 2, 1, 3).reshape(B, T, C)}
 
 
+# gpt2-m3's req_5 (local attention, a kernel milestone 1 does not grade): here so that gpt2-m3, which inherits this
+# file, keeps one reference file whole (the forward check's sandbox sees a copy of this file alone).
+LOCAL_WINDOW = 128  # the course's WINDOW_SIZE: query t sees keys max(0, t - 128) ... t, inclusive (129 keys)
+
+
+def local_attention(inp: np.ndarray, B: int, T: int, NH: int, HS: int, **_) -> dict[str, np.ndarray]:
+    """The course's local_attention_forward_cpu in float64: softmax(q.k / sqrt(HS)) over the window, times v."""
+    # inp may be the grader's larger allocation; the packed Q, K, V are its first B*T*3*NH*HS floats.
+    qkv = inp.reshape(-1)[: B * T * 3 * NH * HS].astype(np.float64).reshape(B, T, 3, NH, HS)
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # each (B, NH, T, HS)
+    offset = np.arange(T)[:, None] - np.arange(T)[None, :]  # query t minus key j
+    outside = (offset < 0) | (offset > LOCAL_WINDOW)
+    out = np.empty((B, NH, T, HS))
+    for b in range(B):  # per batch keeps the (NH, T, T) scores at ~100 MB for T = 1024
+        scores = q[b] @ k[b].transpose(0, 2, 1) / np.sqrt(HS)
+        scores[:, outside] = -np.inf
+        scores -= scores.max(axis=-1, keepdims=True)
+        weights = np.exp(scores)
+        weights /= weights.sum(axis=-1, keepdims=True)
+        out[b] = weights @ v[b]
+    return {"out": out.transpose(0, 2, 1, 3).reshape(B, T, NH * HS)}
+
+
 def residual(inp1: np.ndarray, inp2: np.ndarray, **_) -> dict[str, np.ndarray]:
     return {"out": inp1.astype(np.float64) + inp2.astype(np.float64)}
 

@@ -76,6 +76,12 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
     if not 0 <= evidence_penalty <= 1:
         raise SpecError(f"{where}: key 'evidence_penalty' is a share of the kernel's weight between 0 and 1, "
                         f"found {evidence_penalty}")
+    functions = read.strings("functions", ())
+    if functions and signature.function not in functions:
+        raise SpecError(f"{where}: key 'functions' must list the signature's name {signature.function!r} among the "
+                        f"names it accepts, found {list(functions)}")
+    if bad := [f for f in functions if not f.isidentifier()]:
+        raise SpecError(f"{where}: key 'functions': {bad} are not C identifiers")
     return Kernel(
         name=name,
         weight=weight,
@@ -97,6 +103,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         required_symbols=read.strings("required_symbols", ()),
         evidence_penalty=evidence_penalty,
         variant_only=read.get("variant_only", bool, False),
+        functions=tuple(dict.fromkeys(functions)),
     )
 
 

@@ -49,6 +49,27 @@ inline void entry() {
 
 inline void __syncthreads() { swapcontext(&kg::fibers[kg::current], &kg::scheduler); }
 
+// Warp shuffles, for kernels whose warps exchange values (every lane of the warp calling, as the mask says): each
+// lane posts its value and yields; once the round has posted every lane's, each reads its source lane's. Two
+// slot sets, alternated per call, so that a lane's next post never overwrites a value another lane has yet to read.
+namespace kg {
+inline std::vector<float> posted[2];
+inline std::vector<int> calls;  // per thread: shuffles so far (which slot set is this call's)
+inline float shuffle(float value, int source_lane) {
+    int t = current, lane = t % 32, warp = t / 32;
+    int set = calls[t]++ % 2;
+    posted[set][t] = value;
+    __syncthreads();  // the round's end: every lane of the block has posted (or returned)
+    float got = posted[set][warp * 32 + source_lane];
+    return got;
+}
+}  // namespace kg
+inline void __syncwarp(unsigned = 0xffffffffu) { __syncthreads(); }  // lanes run one by one: a round's end
+inline float __shfl_sync(unsigned, float value, int source_lane) { return kg::shuffle(value, source_lane & 31); }
+inline float __shfl_xor_sync(unsigned, float value, int mask) {
+    return kg::shuffle(value, (kg::current % 32) ^ mask);
+}
+
 inline void kg_launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
     int threads = (int)(block.x * block.y * block.z);
     kg::fibers.resize(threads);
@@ -56,6 +77,7 @@ inline void kg_launch(dim3 grid, dim3 block, const std::function<void()>& kernel
     kg::indices.resize(threads);
     while ((int)kg::stacks.size() < threads) kg::stacks.emplace_back(kg::STACK_BYTES);
     kg::body = &kernel;
+    for (auto& set : kg::posted) set.assign(threads, 0.0f);
     blockDim = block;
     gridDim = grid;
     for (unsigned bz = 0; bz < grid.z; bz++) for (unsigned by = 0; by < grid.y; by++) for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -63,6 +85,8 @@ inline void kg_launch(dim3 grid, dim3 block, const std::function<void()>& kernel
         for (int t = 0; t < threads; t++) {
             kg::indices[t] = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
             kg::finished[t] = 0;
+            if ((int)kg::calls.size() < threads) kg::calls.resize(threads);
+            kg::calls[t] = 0;
             getcontext(&kg::fibers[t]);
             kg::fibers[t].uc_stack.ss_sp = kg::stacks[t].data();
             kg::fibers[t].uc_stack.ss_size = kg::STACK_BYTES;
