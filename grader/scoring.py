@@ -127,7 +127,7 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
         messages.append(f"case '{first_failure.name}': {first_failure.message}")
     message = "; ".join(messages) or f"all {len(cases)} cases passed"
     message = f"{passed}/{len(cases)} cases passed; " + message if first_failure else message
-    if artifact.function_found:  # which of the names it may have was called ("... defines local_attention_forward_gpu")
+    if artifact.function_found:  # which of the names it may have was called (".. defines <that name>")
         message = f"{message} ({artifact.function_found})"
     return KernelResult(kernel.name, round(score, 6), kernel.weight, status, message, cases, deductions, **build)
 

@@ -65,7 +65,7 @@ class KernelSources:
     files: tuple[SourceFile, ...]  # the submission's files, then the provided ones
     problem: str = ""
     # A kernel that accepts several names (`Kernel.functions`): the one its files define, which the build calls, and
-    # where it was found, in words ("kernels_req_5/local_attention.cuh defines local_attention_forward_gpu").
+    # where it was found, in words ("kernels_req_5/local_attention.cuh defines <the name it found>").
     function: str = ""
     function_found: str = ""
 

@@ -125,8 +125,8 @@ class Kernel:
     # Graded only in the variants that name it in their `kernels` (gpt2-m3's local attention: req_5's file alone),
     # never in the base folder.
     variant_only: bool = False
-    # The names its host function may have (the course's local attention: local_attention_forward_gpu in one
-    # semester, local_attention_forward in another), the signature's among them; the build calls the one the
+    # The names its host function may have (the course's local attention: a `_gpu` suffix in one
+    # semester, none in another), the signature's among them; the build calls the one the
     # submission defines (`grader.sources.defined_function`). (): the signature's name alone.
     functions: tuple[str, ...] = ()
 
