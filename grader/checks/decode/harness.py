@@ -145,7 +145,8 @@ class Decoder:
             if failed is not None:
                 return dataclasses.replace(failed, error=f"{where}, step {number + 1} of {len(steps)} "
                                                          f"({step.kernel}): {failed.error}")
-            spent = (program.device_ms - before[0] if program.device_ms is not None and before[0] is not None
+            # The call's kernel time (its events), or its wall time where the device has no clock.
+            spent = (program.device_ms - (before[0] or 0.0) if program.device_ms is not None
                      else program.wall_ms - before[1])
             total += spent
             if number in self.run.attention:

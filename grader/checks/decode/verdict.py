@@ -171,8 +171,9 @@ def judge(case: Case, spec: DecodeCase, d: Decode, outcome: CallOutcome,
     if spec.timed and speed.attention < d.min_attention_speedup:
         flag = (f"in '{spec.name}' ({spec.prompt} + {spec.generate} tokens) the attention calls with the cache take "
                 f"{1 / max(speed.attention, 1e-9):.2g}x the full recompute's time (a speed-up of {speed.attention:.2g}x, "
-                f"at least {d.min_attention_speedup:g}x expected): the decode step recomputes attention over the whole "
-                "sequence instead of attending from the new token over the cached K and V")
+                f"at least {d.min_attention_speedup:g}x expected): a decode step should attend from the new token "
+                "alone over the cached K and V (work growing with T), not recompute every query's row of the whole "
+                "sequence (T x T)")
     figures = f"{speed.words()}; {cache}"
     if first_failure is not None:
         return dataclasses.replace(first_failure, message=f"{first_failure.message}; {figures}"), flag, facts

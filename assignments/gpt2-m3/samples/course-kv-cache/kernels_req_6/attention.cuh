@@ -5,8 +5,8 @@
 // literally: the baseline when the cache is off; "Option 1: Allocate a very big kv cache" when g_kv_cache is nullptr;
 // prefill: store K/V, the baseline, g_layer_idx++ (at 12: reset, g_is_prefill = false); decode: store one token at
 // g_current_pos, decode attention, g_layer_idx++ (at 12: reset, g_current_pos++). Its decode attention is three
-// plain kernels: a thread per (row, head, key) for the scores, a thread per (row, head) for the softmax (the CPU
-// reference's loops), a thread per output channel for the weighted sum.
+// plain kernels: a thread per (row, head, key) for the scores, a warp per (row, head) for the softmax (softmax.cuh's
+// pattern), a thread per output channel for the weighted sum.
 
 #include "../utils/cuda_utils.cuh"
 #include "../kernels/softmax.cuh"
@@ -52,19 +52,22 @@ __global__ void decode_scores_kernel(float* scores, float* kv_cache, float* inp,
     }
 }
 
+// one warp per (b, h) row, as softmax.cuh's kernel does it
 __global__ void decode_softmax_kernel(float* scores, int len, int B, int NH) {
-    int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx < B * NH) {
-        float* row = scores + idx * MAX_SEQ_LEN;
-        float maxval = -FLT_MAX;
-        for (int j = 0; j < len; j++) if (row[j] > maxval) maxval = row[j];
-        float sum = 0.0f;
-        for (int j = 0; j < len; j++) {
-            row[j] = expf(row[j] - maxval);
-            sum += row[j];
-        }
-        for (int j = 0; j < len; j++) row[j] /= sum;
+    int row_idx = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row_idx >= B * NH) return;
+    float* row = scores + row_idx * MAX_SEQ_LEN;
+    float maxval = -FLT_MAX;
+    for (int j = lane; j < len; j += 32) maxval = fmaxf(maxval, row[j]);
+    maxval = softmax_warp_max(maxval);
+    float sum = 0.0f;
+    for (int j = lane; j < len; j += 32) {
+        row[j] = expf(row[j] - maxval);
+        sum += row[j];
     }
+    sum = softmax_warp_sum(sum);
+    for (int j = lane; j < len; j += 32) row[j] /= sum;
 }
 
 __global__ void decode_values_kernel(float* out, float* scores, float* kv_cache, int layer, int len, int B, int C,
@@ -111,7 +114,7 @@ void attention_forward(float* out, float* qkvr, float* att, float* inp, int B, i
         decode_scores_kernel<<<CEIL_DIV(B * NH * len, block_size), block_size>>>(scores, g_kv_cache, inp,
                                                                                   g_layer_idx, len, B, C, NH);
         cudaCheck(cudaGetLastError());
-        decode_softmax_kernel<<<CEIL_DIV(B * NH, block_size), block_size>>>(scores, len, B, NH);
+        decode_softmax_kernel<<<CEIL_DIV(B * NH * 32, block_size), block_size>>>(scores, len, B, NH);
         cudaCheck(cudaGetLastError());
         decode_values_kernel<<<CEIL_DIV(B * C, block_size), block_size>>>(out, scores, g_kv_cache, g_layer_idx, len,
                                                                            B, C, NH);
