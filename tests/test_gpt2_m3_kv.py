@@ -369,6 +369,9 @@ def run_decode(small: Assignment, libraries: dict[str, Any], tmp_path: Path, cac
             seals.append(Sealed(**fields))
 
         output = tmp_path / mode / case
+        # As the harness gets it: through the plan's JSON.
+        planned = PlannedCall("req_6/decode", case, "", str(inputs), str(output), (), composition)
+        composition = Plan.from_json(Plan("cuda", "m", False, None, (planned,)).to_json()).calls[0].composition
         completion = harness.run(composition, output, device, libraries, emit, index)
         assert completion.status == 0, completion.error
         outcomes[case] = CallOutcome("req_6/decode", case, CallStatus.OK, wall_ms=completion.wall_ms,
@@ -439,6 +442,8 @@ def test_a_cache_that_leaks_into_the_next_run_fails_every_program_after_the_firs
     assert found["b1"].passed, found["b1"].message  # the first program in the process is right
     assert [name for name, c in found.items() if not c.passed] == ["b3", "second-run", "speed"]
     assert "g_kv_cache" not in found["b1"].message  # the fake sets it; the position is what leaks
+    assert any(hint.startswith("The first program in the harness's process is right and a later one is not")
+               for hint in result.check_hints)
 
 
 def test_within_one_case_a_leak_shows_in_the_second_run_with_its_hint(

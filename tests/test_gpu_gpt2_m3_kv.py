@@ -114,6 +114,7 @@ def test_a_cache_that_leaks_into_the_next_program_fails_every_one_after_the_firs
     decode = decode_of(result)
     assert [c.name for c in decode.cases if not c.passed] == list(sample(m3, name).failed_cases or ()), decode.message
     assert "g_kv_cache was never set" in decode.cases[0].message
+    assert any(hint.startswith("The first program in the harness's process is right") for hint in decode.check_hints)
     assert req_6(result).score == 0
 
 

@@ -244,7 +244,14 @@ def decode_hints(judged: dict[str, Facts], flags: list[str]) -> list[str]:
         hints.append("With the cache on, the prefill's logits differ from the full recompute: the prefill must store "
                      "the prompt's K and V before computing attention exactly as with the cache off (the baseline "
                      "overwrites inp with its scores).")
-    if any(f.decode_right and f.prefill_right and not f.later_runs_right for f in facts):
+    order = list(judged)  # the cases in the order one harness process ran them
+    if order and judged[order[0]].decode_right and judged[order[0]].later_runs_right and \
+            any(not judged[name].decode_right for name in order[1:]):
+        hints.append("The first program in the harness's process is right and a later one is not: state outlives "
+                     "the program (a cache pointer or a position kept in statics, sized or counted by an earlier "
+                     "run). The harness frees g_kv_cache and sets it to nullptr, g_is_prefill true and g_layer_idx "
+                     "and g_current_pos 0 before each, as a new program starts.")
+    elif any(f.decode_right and f.prefill_right and not f.later_runs_right for f in facts):
         hints.append("The first run is right and a later one is not: state outlives the run. The harness frees "
                      "g_kv_cache and sets it to nullptr, sets g_is_prefill true and g_layer_idx and g_current_pos to "
                      "0 between runs, as a new program starts; keep no position or cache of your own in statics.")
