@@ -79,11 +79,16 @@ class Speed:
                    float(baseline[decode, 1].sum() / max(kv[decode, 1].sum(), 1e-9)))
 
     def words(self) -> str:
-        shown = ", ".join(f"{r:.2g}x" for r in self.per_token[:5])
+        shown = ", ".join(f"{times_words(r)}x" for r in self.per_token[:5])
         if len(self.per_token) > 5:
-            shown += f"{', …' if len(self.per_token) > 6 else ','} last {self.per_token[-1]:.2g}x"
-        return (f"speed-up per token {shown} (the first a prefill in both), {self.average:.2g}x on average over the "
-                f"decode steps (attention calls alone: {self.attention:.2g}x)")
+            shown += f"{', …' if len(self.per_token) > 6 else ','} last {times_words(self.per_token[-1])}x"
+        return (f"speed-up per token {shown} (the first a prefill in both), {times_words(self.average)}x on average "
+                f"over the decode steps (attention calls alone: {times_words(self.attention)}x)")
+
+
+def times_words(ratio: float) -> str:
+    """A ratio as a reader takes it in: 0.93, 3.5, 41 (never in exponent notation)."""
+    return f"{ratio:.2f}" if ratio < 1 else f"{ratio:.1f}" if ratio < 10 else f"{ratio:.0f}"
 
 
 def decode_result(check: Kernel, d: Decode, outcomes: dict[str, CallOutcome | None], gold: DecodeGold | None,
@@ -170,7 +175,8 @@ def judge(case: Case, spec: DecodeCase, d: Decode, outcome: CallOutcome,
     flag = ""
     if spec.timed and speed.attention < d.min_attention_speedup:
         flag = (f"in '{spec.name}' ({spec.prompt} + {spec.generate} tokens) the attention calls with the cache take "
-                f"{1 / max(speed.attention, 1e-9):.2g}x the full recompute's time (a speed-up of {speed.attention:.2g}x, "
+                f"{times_words(1 / max(speed.attention, 1e-9))}x the full recompute's time (a speed-up of "
+                f"{times_words(speed.attention)}x, "
                 f"at least {d.min_attention_speedup:g}x expected): a decode step should attend from the new token "
                 "alone over the cached K and V (work growing with T), not recompute every query's row of the whole "
                 "sequence (T x T)")

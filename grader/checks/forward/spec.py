@@ -110,8 +110,8 @@ def check_composable(kernels: tuple[Kernel, ...], where: str, check: str) -> Non
     by_name = {k.name: k for k in kernels}
     missing = [name for name in FORWARD_KERNELS if name not in by_name]
     if missing:
-        raise SpecError(f"{where}: the forward pass composes the kernels {', '.join(FORWARD_KERNELS)}; the assignment has "
-                        f"no {', '.join(missing)}")
+        raise SpecError(f"{where}: the forward pass composes the kernels {', '.join(FORWARD_KERNELS)}; the assignment "
+                        f"has no {', '.join(missing)}")
     from grader.checks.forward.layout import composition_problem  # the composition's own module says what it passes
 
     for name in FORWARD_KERNELS:

@@ -131,7 +131,8 @@ def logits(case: Case, outcome: CallOutcome, gold: ForwardGold, steps: tuple[Ste
     message = (f"end to end (no gold swapped in): {error.words(forward.logits_max_abs, forward.logits_rmse)}")
     figures = dict(max_abs_err=error.largest, elements=error.elements, mismatches=error.over,
                    atol=forward.logits_max_abs, rtol=0.0,
-                   first_mismatch=None if passed else Mismatch("logits", list(error.where), float(expected[error.where]),
+                   first_mismatch=None if passed else Mismatch("logits", list(error.where),
+                                                               float(expected[error.where]),
                                                                float(produced[error.where])))
     return CaseResult(case.name, case.public, CaseStatus.PASSED if passed else CaseStatus.FAILED, passed, message,
                       **figures)  # type: ignore[arg-type]
@@ -164,8 +165,8 @@ def logits_error(produced: np.ndarray, expected: np.ndarray, max_abs: float) -> 
     ranked = np.where(finite, error, np.inf)
     where = tuple(int(i) for i in np.unravel_index(int(np.argmax(ranked)), error.shape))
     nonfinite = int((~finite).sum())
-    return LogitsError(float(ranked[where]), where, float(math.sqrt(np.mean(error ** 2))) if not nonfinite else math.inf,
-                       nonfinite, int((~(error <= max_abs)).sum()), int(error.size))
+    rmse = float(math.sqrt(np.mean(error ** 2))) if not nonfinite else math.inf
+    return LogitsError(float(ranked[where]), where, rmse, nonfinite, int((~(error <= max_abs)).sum()), int(error.size))
 
 
 def generation(case: Case, outcome: CallOutcome, gold: ForwardGold, forward: Forward) -> CaseResult:
