@@ -234,6 +234,15 @@ class CudaDevice(SharedLibraryDevice):
     def pointer(self, allocation: Allocation) -> int:
         return allocation.address
 
+    def free_pointer(self, address: int) -> str:
+        """Free device memory the code under test allocated (cudaMalloc: the same context's driver allocation), by its
+        address, as a program that owns the pointer frees it; the driver's error in words, or ""."""
+        try:
+            self.driver("cuMemFree_v2", _pointer(address))
+        except DriverError as error:
+            return str(error)
+        return ""
+
     def release(self) -> None:
         while self.allocations:
             self.driver("cuMemFree_v2", self.allocations.pop().address)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from grader.spec import Assignment, Kernel
 
 # Check name (its table in assignment.toml, its result's kernel) -> the module that holds it as `CHECK`.
-_MODULES = {"forward": "grader.checks.forward.check"}
+_MODULES = {"forward": "grader.checks.forward.check", "decode": "grader.checks.decode.check"}
 CHECK_NAMES = tuple(_MODULES)
 
 

@@ -129,6 +129,9 @@ class Kernel:
     # semester, none in another), the signature's among them; the build calls the one the
     # submission defines (`grader.sources.defined_function`). (): the signature's name alone.
     functions: tuple[str, ...] = ()
+    # C++ definitions compiled into its library beside the shim (a variant's `defines`): the globals the course's
+    # own program defines and a kernel's header declares extern (req_6's KV-cache state).
+    defines: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.base:
@@ -174,6 +177,9 @@ class Variant:
     # The kernels and checks it is graded on, by base name, its weight shared by theirs; None: every kernel and check
     # that is not variant-only. Kernels a named check composes are graded too, with no weight of their own.
     kernels: tuple[str, ...] | None = None
+    # C++ definitions ("bool g_enable_kv_cache = false") compiled into each of its kernels' libraries: the globals the
+    # course's harness program defines for the headers that declare them extern.
+    defines: tuple[str, ...] = ()
 
     def grades(self, name: str, variant_only: bool) -> bool:
         """It is graded on the kernel or check of that base name (weighted, or composed by a check it grades: see

@@ -16,7 +16,7 @@ from grader.spec.model import EVIDENCE, TENSOR_CORE_PRECISIONS, Buffer, Case, Ke
 
 VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
                 "required_symbols", "evidence", "evidence_penalty", "tensor_core_precisions", "precision_penalty",
-                "tolerances", "kernels")
+                "tolerances", "kernels", "defines")
 
 
 def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
@@ -97,6 +97,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         if unknown_names := [n for n in graded if n not in (*names, *checks)]:
             raise SpecError(f"{where}: key 'kernels' names {unknown_names}, which are neither kernels nor checks of "
                             f"the assignment (have {', '.join((*names, *checks))})")
+    defines = tuple(_definition(d, where) for d in read.strings("defines", ()))
     return Variant(
         name=name, title=read.get("title", str, name), folder=folder, onto=onto, weight=weight,
         partial_credit=read.choice("partial_credit", ("fraction", "all_or_nothing"),  # type: ignore[arg-type]
@@ -109,7 +110,20 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         tensor_core_precisions=precisions,
         precision_penalty=precision_penalty,
         kernels=graded,
+        defines=defines,
     )
+
+
+def _definition(text: str, where: str) -> str:
+    """One of `defines`: a C++ variable definition at namespace scope ("bool g_enable_kv_cache = false"), its ';'
+    optional; one line, no preprocessor, no second statement."""
+    definition = text.strip().removesuffix(";").strip()
+    declarator, _, value = definition.partition("=")
+    if not re.fullmatch(r"[A-Za-z_][\w:<>,\s]*[\s*&]+[A-Za-z_]\w*", declarator.strip()) \
+            or any(c in definition for c in ";{}#\n") or ("=" in definition and not value.strip()):
+        raise SpecError(f"{where}: key 'defines': {text!r} is not one C++ variable definition (a type, a name and "
+                        "maybe '= value', as in \"bool g_enable_kv_cache = false\")")
+    return definition
 
 
 def _folder(read: Reader, key: str, default: Any) -> str:
@@ -164,7 +178,7 @@ def expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...], base_we
         copies += [replace(k, name=f"{v.name}/{k.name}", variant=v.name, base=k.name,
                            weight=round(v.weight * shares(k.name), 9),
                            forbidden_symbols=k.forbidden_symbols if v.forbidden_symbols is None else v.forbidden_symbols,
-                           tolerance=v.tolerances.get(k.name, k.tolerance))
+                           tolerance=v.tolerances.get(k.name, k.tolerance), defines=v.defines)
                    for k in kernels if k.name in weights]
     return base + tuple(copies)
 

@@ -25,11 +25,18 @@ __all__ = ["SHIM_SYMBOL", "render_shim", "shim_source"]
 
 
 def render_shim(template: str, kernel: Kernel) -> str:
-    """A target's template filled in with the kernel's header, parameters, function and arguments."""
+    """A target's template filled in with the kernel's header, parameters, function and arguments; then the kernel's
+    `defines` (its variant's), after the header that may declare them extern, as the course's program defines them."""
     parameters = "".join(f"{p.declaration}, " for p in kernel.signature.parameters)
     arguments = ", ".join(p.name for p in kernel.signature.parameters)
-    return template.format(header=kernel.header, parameters=parameters, function=kernel.signature.function,
+    shim = template.format(header=kernel.header, parameters=parameters, function=kernel.signature.function,
                            arguments=arguments)
+    if not kernel.defines:
+        return shim
+    # Every library of the variant has its own copy (a harness loads each privately): a check's program composed
+    # of several of them keeps their values in step itself.
+    definitions = "".join(f"{d};\n" for d in kernel.defines)
+    return f"{shim}\n// The variant {kernel.variant!r}'s `defines`: globals its program defines.\n{definitions}"
 
 
 def shim_source(kernel: Kernel, target: str) -> str:

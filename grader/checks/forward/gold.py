@@ -63,8 +63,7 @@ def _compute(assignment: Assignment, f: Forward, steps: tuple[Step, ...], inputs
     truth = assignment.numpy_reference()
     parameters = np.load(inputs / PARAMETERS_FILE, mmap_mode="r")
     tokens = np.load(inputs / TOKENS_FILE)
-    arrays = _arrays(f, parameters, tokens)
-    outputs = [_step(truth, step, arrays) for step in steps]
+    outputs = gold_pass(truth, f, steps, parameters, tokens)
     generated, margins = reference_tokens(truth, f, steps, parameters, tokens)
     staging = new_entry(folder)
     np.save(staging / "steps.npy", np.concatenate([o.reshape(-1) for o in outputs]))
@@ -72,6 +71,14 @@ def _compute(assignment: Assignment, f: Forward, steps: tuple[Step, ...], inputs
     np.save(staging / "margins.npy", margins)
     (staging / FACTS_FILE).write_text(json.dumps({"seconds": round(time.perf_counter() - started, 3)}))
     publish_folder(staging, folder)
+
+
+def gold_pass(truth, f: Forward, steps: tuple[Step, ...], parameters: np.ndarray,
+              tokens: np.ndarray) -> list[np.ndarray]:
+    """Every step's float64 output over `tokens` (B, T), each swapped in (rounded to float32) for the steps after it:
+    the last is the logits (B, T, Vp), every position's at once (causal attention: position t sees tokens 0..t)."""
+    arrays = _arrays(f, parameters, tokens)
+    return [_step(truth, step, arrays) for step in steps]
 
 
 def _arrays(f: Forward, parameters: np.ndarray, tokens: np.ndarray) -> dict[str, np.ndarray]:

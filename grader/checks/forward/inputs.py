@@ -25,42 +25,43 @@ from grader.checks.forward.spec import Forward
 from grader.spec import Assignment
 
 PARAMETERS_FILE, TOKENS_FILE, REFERENCE_FILE = "parameters.npy", "tokens.npy", "numpy_reference.py"
-DRAW_VERSION = "1"  # bump when the way the weights are drawn changes: their cache key changes with it
+DRAW_VERSION = "2"  # bump when the way the weights are drawn changes: their cache key changes with it
 
 
 def draw_key(f: Forward) -> str:
-    """What the weights and tokens depend on: the shapes, the seed and the init (not the weight or tolerances)."""
-    drawn = {k: v for k, v in asdict(f).items() if k in ("B", "T", "C", "NH", "L", "V", "Vp", "maxT", "seed", "init_std")}
+    """What the weights depend on: the shapes, the seed and the init (not B, T, the weight or the tolerances)."""
+    drawn = {k: v for k, v in asdict(f).items() if k in ("C", "NH", "L", "V", "Vp", "maxT", "seed", "init_std")}
     return json.dumps(drawn, sort_keys=True)
 
 
 def prepare_forward_inputs(assignment: Assignment, f: Forward, cache_dir: Path) -> Path:
     """The folder of the assignment's forward-pass inputs (computed once; later calls reuse it)."""
     reference = assignment.numpy_reference_file
-    drawn = _drawn(f, cache_dir)
-    folder = cache_dir / "forward" / content_key("inputs", drawn.name, reference.read_bytes())
+    weights = drawn_weights(f, cache_dir)
+    folder = cache_dir / "forward" / content_key("inputs", weights.name, f"{f.B}x{f.T}", reference.read_bytes())
     if is_complete(folder):
         return folder
     staging = new_entry(folder)
-    for name in (PARAMETERS_FILE, TOKENS_FILE):
-        _link(drawn / name, staging / name)
+    link(weights / PARAMETERS_FILE, staging / PARAMETERS_FILE)
+    np.save(staging / TOKENS_FILE, draw_tokens(f))
     shutil.copyfile(reference, staging / REFERENCE_FILE)
     publish_folder(staging, folder)
     return folder
 
 
-def _drawn(f: Forward, cache_dir: Path) -> Path:
-    """The weights and tokens alone (~500 MB at GPT-2's shapes), shared by every version of the NumPy reference."""
+def drawn_weights(f: Forward, cache_dir: Path) -> Path:
+    """The folder of the weights alone (~500 MB at GPT-2's shapes), shared by every B and T (the decode check's
+    cases too) and every version of the NumPy reference."""
     folder = cache_dir / "forward" / content_key("drawn", DRAW_VERSION, draw_key(f))
     if not is_complete(folder):
         staging = new_entry(folder)
         write_parameters(f, staging / PARAMETERS_FILE)
-        np.save(staging / TOKENS_FILE, draw_tokens(f))
         publish_folder(staging, folder)
     return folder
 
 
-def _link(source: Path, target: Path) -> None:
+def link(source: Path, target: Path) -> None:
+    """A hard link where the file system allows, else a copy."""
     try:
         os.link(source, target)
     except OSError:  # another file system, or no hard links there

@@ -176,11 +176,18 @@ def composition_problem(kernel: Kernel) -> str | None:
     return None
 
 
-def steps_of(f: Forward, kernels: dict[str, Kernel], where: str = "[forward]") -> tuple[Step, ...]:
-    """Every step with its slices; `kernels` by base name (a variant's or the base's: their buffers are the same)."""
-    spaces = {"activations": {t.name: t for t in activation_tensors(f)},
-              "parameters": {t.name: t for t in parameter_tensors(f)},
-              "tokens": {"tokens": Tensor("tokens", (f.B, f.T), 0, 0)}}
+def steps_of(f: Forward, kernels: dict[str, Kernel], where: str = "[forward]",
+             slots: Forward | None = None) -> tuple[Step, ...]:
+    """Every step with its slices; `kernels` by base name (a variant's or the base's: their buffers are the same).
+
+    slots: the forward whose layout places the tensors (default `f`'s own): one of more tokens gives a pass over
+    f.T tokens the same offsets, each tensor packed at the start of its slot, as the course's program packs a
+    (B, T, C) tensor it allocated for fewer tokens (the decode check runs every length in one layout).
+    """
+    placed = slots or f
+    spaces = {"activations": {t.name: t for t in activation_tensors(placed)},
+              "parameters": {t.name: t for t in parameter_tensors(placed)},
+              "tokens": {"tokens": Tensor("tokens", (placed.B, placed.T), 0, 0)}}
     steps = []
     for number, (name, label, layer, pointers, scalars) in enumerate(composition(f), start=1):
         kernel = kernels[name]

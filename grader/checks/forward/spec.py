@@ -88,18 +88,7 @@ def load_forward(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Forward
     if unknown:
         raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(FORWARD_KEYS)}")
     read = Reader(table, where)
-    by_name = {k.name: k for k in kernels}
-    missing = [name for name in FORWARD_KERNELS if name not in by_name]
-    if missing:
-        raise SpecError(f"{where}: the forward pass composes the kernels {', '.join(FORWARD_KERNELS)}; the assignment has "
-                        f"no {', '.join(missing)}")
-    from grader.checks.forward.layout import composition_problem  # the composition's own module says what it passes
-
-    for name in FORWARD_KERNELS:
-        if problem := composition_problem(by_name[name]):
-            raise SpecError(f"{where}: kernel '{name}' cannot be composed: {problem}")
-    if FORWARD in by_name:
-        raise SpecError(f"{where}: a kernel is named '{FORWARD}', which is the forward-pass check's name in results")
+    check_composable(kernels, where, FORWARD)
     defaults = Forward(weight=0.0, B=1, T=1)
     sizes = {key: read.get(key, int, getattr(defaults, key)) for key in ("C", "NH", "L", "V", "Vp", "maxT")}
     forward = Forward(
@@ -113,6 +102,23 @@ def load_forward(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Forward
     )
     _check_forward(forward, where)
     return forward
+
+
+def check_composable(kernels: tuple[Kernel, ...], where: str, check: str) -> None:
+    """The assignment's kernels can be composed into the forward pass (the six, with the course's signatures), and
+    none is named as the check (`check`) whose table `where` is; else a SpecError naming what is wrong."""
+    by_name = {k.name: k for k in kernels}
+    missing = [name for name in FORWARD_KERNELS if name not in by_name]
+    if missing:
+        raise SpecError(f"{where}: the forward pass composes the kernels {', '.join(FORWARD_KERNELS)}; the assignment "
+                        f"has no {', '.join(missing)}")
+    from grader.checks.forward.layout import composition_problem  # the composition's own module says what it passes
+
+    for name in FORWARD_KERNELS:
+        if problem := composition_problem(by_name[name]):
+            raise SpecError(f"{where}: kernel '{name}' cannot be composed: {problem}")
+    if check in by_name:
+        raise SpecError(f"{where}: a kernel is named '{check}', which is the {check} check's name in results")
 
 
 def _forward_tolerances(table: dict[str, Any], where: str) -> dict[str, Tolerance]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -125,23 +126,47 @@ def logits(case: Case, outcome: CallOutcome, gold: ForwardGold, steps: tuple[Ste
     expected = gold.logits(steps)[..., :forward.V]
     if produced.shape != gold.logits(steps).shape:
         return _failed(case, f"the logits have shape {list(produced.shape)}, expected {list(expected.shape)}")
-    error = np.abs(produced[..., :forward.V].astype(np.float64) - expected)
-    finite = bool(np.isfinite(error).all())
-    largest = float(np.nanmax(np.where(np.isfinite(error), error, np.inf)))
-    rmse = float(math.sqrt(np.mean(error ** 2))) if finite else math.inf
-    where = tuple(int(i) for i in np.unravel_index(int(np.nanargmax(np.where(np.isfinite(error), error, np.inf))),
-                                                    error.shape))
-    passed = finite and largest <= forward.logits_max_abs and rmse <= forward.logits_rmse
-    over = int((~(error <= forward.logits_max_abs)).sum())
-    message = (f"end to end (no gold swapped in): largest logit error {largest:.3g} at {list(where)} (the limit is "
-               f"{forward.logits_max_abs:g}), RMSE {rmse:.3g} (the limit is {forward.logits_rmse:g})")
-    figures = dict(max_abs_err=largest, elements=int(error.size), mismatches=over,
+    error = logits_error(produced[..., :forward.V], expected, forward.logits_max_abs)
+    passed = error.passed(forward.logits_max_abs, forward.logits_rmse)
+    message = (f"end to end (no gold swapped in): {error.words(forward.logits_max_abs, forward.logits_rmse)}")
+    figures = dict(max_abs_err=error.largest, elements=error.elements, mismatches=error.over,
                    atol=forward.logits_max_abs, rtol=0.0,
-                   first_mismatch=None if passed else Mismatch("logits", list(where), float(expected[where]),
-                                                               float(produced[where])))
-    return CaseResult(case.name, case.public, CaseStatus.PASSED if passed else CaseStatus.FAILED, passed,
-                      message if finite else f"{message}; {int((~np.isfinite(error)).sum()):,} logits are NaN or Inf",
+                   first_mismatch=None if passed else Mismatch("logits", list(error.where),
+                                                               float(expected[error.where]),
+                                                               float(produced[error.where])))
+    return CaseResult(case.name, case.public, CaseStatus.PASSED if passed else CaseStatus.FAILED, passed, message,
                       **figures)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class LogitsError:
+    """Logits against their float64 gold, by the course's test_gpt2 rule: the largest error, where, and the RMSE."""
+
+    largest: float  # inf where any logit is NaN or Inf
+    where: tuple[int, ...]  # the largest's index
+    rmse: float
+    nonfinite: int
+    over: int  # logits whose error exceeds the limit (NaN included)
+    elements: int
+
+    def passed(self, max_abs: float, rmse: float) -> bool:
+        return not self.nonfinite and self.largest <= max_abs and self.rmse <= rmse
+
+    def words(self, max_abs: float, rmse: float) -> str:
+        text = (f"largest logit error {self.largest:.3g} at {list(self.where)} (the limit is {max_abs:g}), "
+                f"RMSE {self.rmse:.3g} (the limit is {rmse:g})")
+        return f"{text}; {self.nonfinite:,} logits are NaN or Inf" if self.nonfinite else text
+
+
+def logits_error(produced: np.ndarray, expected: np.ndarray, max_abs: float) -> LogitsError:
+    """`produced` (float32, the real vocabulary) against `expected` (float64, the same shape)."""
+    error = np.abs(produced.astype(np.float64) - expected)
+    finite = np.isfinite(error)
+    ranked = np.where(finite, error, np.inf)
+    where = tuple(int(i) for i in np.unravel_index(int(np.argmax(ranked)), error.shape))
+    nonfinite = int((~finite).sum())
+    rmse = float(math.sqrt(np.mean(error ** 2))) if not nonfinite else math.inf
+    return LogitsError(float(ranked[where]), where, rmse, nonfinite, int((~(error <= max_abs)).sum()), int(error.size))
 
 
 def generation(case: Case, outcome: CallOutcome, gold: ForwardGold, forward: Forward) -> CaseResult:
