@@ -23,9 +23,14 @@ PartialCredit = Literal["fraction", "all_or_nothing"]
 Init = Literal["zeros", "poison", "leftover"]
 INITS: tuple[str, ...] = ("zeros", "poison", "leftover")
 GoldSource = Literal["reference", "numpy"]
-# What a variant may ask the binaries to show of its technique (grader.evidence).
-Evidence = Literal["tensor_cores", "shared_memory", "cublas"]
-EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas")
+# What a variant may ask the binaries to show of its technique (grader.evidence; in words: results.EVIDENCE_WORDS).
+# constant_memory: SASS reads __constant__ data; restrict_loads: non-coherent loads (LDG.E.CONSTANT);
+# async_copies: cp.async (LDGSTS); ptx_mma: tensor cores from raw mma.sync in the embedded PTX, not wmma;
+# cutlass: a function named in cutlass:: or cute::.
+Evidence = Literal["tensor_cores", "shared_memory", "cublas", "constant_memory", "restrict_loads", "async_copies",
+                   "ptx_mma", "cutlass"]
+EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas", "constant_memory", "restrict_loads",
+                             "async_copies", "ptx_mma", "cutlass")
 # The input types a tensor-core instruction is read as taking (grader.evidence: HMMA.1684.F32.TF32 takes TF32).
 TENSOR_CORE_PRECISIONS: tuple[str, ...] = ("TF32", "FP16", "BF16", "FP64", "FP8", "FP4", "INT8", "INT4", "1-bit")
 # Libraries an assignment may link when the machine has them (their use can still be forbidden).
