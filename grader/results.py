@@ -270,6 +270,16 @@ class VariantResult:
     libraries: dict[str, LibraryFacts] = field(default_factory=dict)
     # The sentences themselves, as a result stored before `libraries` was kept said them; empty since.
     evidence: list[str] = field(default_factory=list)
+    # Files the folder must hold (patterns from the root: "kernels_op_7/*.py"), and those it holds that match.
+    required_files: list[str] = field(default_factory=list)
+    required_found: list[str] = field(default_factory=list)
+    # Per source_patterns label ("aligned allocations"): the folder's files whose text matches (reported only).
+    source_patterns: dict[str, list[str]] = field(default_factory=dict)
+    ncu_metrics: list[str] = field(default_factory=list)  # what ncu measures of it where its claim is one
+    # The credit rules of its group (grader.spec.CreditGroup): the variant of its exclusive set that counted
+    # instead of it (it then counts 0), and its points beyond the group's extra-credit cap (not counted).
+    excluded_by: str | None = None
+    capped: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Outcome(self.status))
@@ -278,6 +288,32 @@ class VariantResult:
     def changes_nothing(self) -> bool:
         """The folder changes none of the files the optimization must change (the unchanged-folder flag)."""
         return bool(self.must_change) and set(self.must_change) <= set(self.unchanged_files)
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """The variants of an [assignment.additional] group together: what they add up to against the course's minimum."""
+
+    title: str  # "additional optimizations"
+    variants: list[str]  # in the spec's order
+    points: dict[str, float]  # each counted variant's points (before the cap), in the spec's order
+    minimum: float
+    extra_credit_cap: float | None
+    credited: float  # what the group adds to the score: its points, capped at minimum + cap
+    # Per exclusive set, as "op_14, op_15, op_16": the variant counted (None: none scored).
+    exclusive: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return round(sum(self.points.values()), 6)
+
+    @property
+    def shortfall(self) -> float:
+        return max(0.0, round(self.minimum - self.credited, 6))
+
+    @property
+    def extra_credit(self) -> float:
+        return max(0.0, round(self.credited - self.minimum, 6))
 
 
 @dataclass(frozen=True)
@@ -355,6 +391,10 @@ class Result:
     late: Late | None = None
     variants: list[VariantResult] = field(default_factory=list)  # an assignment's optimization variants, in its order
     retries: list[Retry] = field(default_factory=list)  # stages run again alone after the machine failed them
+    additional: GroupResult | None = None  # the assignment's [assignment.additional] group, where it has one
+    # The kernels that did not build, where the assignment makes a compile error 0 for the whole grade
+    # (`compile_error_zeroes`): every kernel then scores 0, these named.
+    zeroed_by: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -391,9 +431,10 @@ class Result:
                                                         in v.get("libraries", {}).items()}})
                     for v in data.get("variants", [])]
         retries = [Retry(**r) for r in data.get("retries", [])]
+        additional = GroupResult(**data["additional"]) if data.get("additional") else None
         return cls(**{**data, "kernels": kernels, "submission": Submission(**data["submission"]),
                       "environment": Environment(**data["environment"]), "late": late, "variants": variants,
-                      "retries": retries})
+                      "retries": retries, "additional": additional})
 
     @classmethod
     def from_json(cls, text: str) -> Result:

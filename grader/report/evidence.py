@@ -47,10 +47,28 @@ def variant_evidence(variant: VariantResult) -> list[str]:
 
     A result stored before its libraries' facts were kept has the sentences it was stored with.
     """
+    folder = _folder_sentences(variant)
     if not variant.libraries:
-        return list(variant.evidence)
+        return list(variant.evidence) + folder
     summary = summarize_evidence(variant.libraries)
-    return [getattr(summary, line) for kind in variant.evidence_kinds for line in SENTENCES_OF.get(kind, ())]
+    lines = [getattr(summary, line) for kind in variant.evidence_kinds for line in SENTENCES_OF.get(kind, ())]
+    return list(dict.fromkeys(lines)) + folder  # ptx_mma says the tensor-core sentence too: once
+
+
+def _folder_sentences(variant: VariantResult) -> list[str]:
+    """What the folder's files show (presence and text only, nothing run), and what ncu measures of it elsewhere."""
+    lines = []
+    if variant.required_files and variant.status.value != "not_submitted":
+        lines.append(f"files: {', '.join(variant.required_found)} (matching {', '.join(variant.required_files)}; "
+                     "a presence check only)" if variant.required_found
+                     else f"files: none matching {', '.join(variant.required_files)}")
+    for label, files in variant.source_patterns.items():
+        lines.append(f"{label}: in {', '.join(files)} (the text only)" if files
+                     else f"{label}: not found in {variant.folder}/ (the text only)")
+    if variant.ncu_metrics:
+        lines.append(f"ncu: {', '.join(m.replace('_', ' ') for m in variant.ncu_metrics)} measured on a GPU runner "
+                     "(benchmarks/ncu_variants.py), reported, not scored")
+    return lines
 
 
 def summarize_evidence(by_kernel: Mapping[str, LibraryFacts]) -> EvidenceSummary:

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Result, VariantResult
@@ -133,4 +134,4 @@ def context(result: Result) -> dict:
             "percent": 100 * result.score / result.max_score if result.max_score else 0.0,
             "scope": "public cases only" if result.public_only else "all cases",
             "hidden_cases": sum(not c.public for k in result.kernels for c in k.cases),
-            "compiled": compiled_files(result)}
+            "compiled": compiled_files(result), "credit": credit_lines(result)}
