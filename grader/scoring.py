@@ -188,6 +188,13 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
                 wrong_precision[base] = wrong
         if artifact.missing_symbols:
             missing_symbols[base] = list(artifact.missing_symbols)
+    if variant.evidence_in == "any" and missing_evidence:
+        # One kernel showing it is enough; shown by none, the kernels are named together.
+        checked = [kernels[n].base for n, a in built.items()
+                   if variant.must_change_kernel(kernels[n]) and a.status == BuildStatus.BUILT and a.evidence]
+        absent = [kind for kind in variant.evidence
+                  if all(kind in missing_evidence.get(base, ()) for base in checked)]
+        missing_evidence = {", ".join(checked): absent} if absent else {}
 
     failed = [m for m in members if not _full_marks(m)]
     messages = []

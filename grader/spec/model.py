@@ -170,6 +170,9 @@ class Variant:
     required_symbols: tuple[str, ...] = ()  # patterns a must_change kernel's library must call (req_2: cublas*)
     evidence: tuple[Evidence, ...] = ()  # what the must_change kernels' binaries must show
     evidence_penalty: float = 0.0  # share of `weight` that missing evidence or a missing required symbol costs
+    # "each": every must_change kernel's binary must show the evidence (req_0: matmul and attention); "any": one of
+    # them is enough (op_8: the team chooses the kernels that read __constant__ memory).
+    evidence_in: Literal["each", "any"] = "each"
     # The tensor-core input types its must_change kernels may use (req_1: TF32); () allows any. A tensor-core
     # instruction of another type (FP16 WMMA) costs `precision_penalty` of the variant's points.
     tensor_core_precisions: tuple[str, ...] = ()

@@ -18,7 +18,7 @@ from grader.spec.model import (EVIDENCE, NCU_METRICS, TENSOR_CORE_PRECISIONS, Bu
 
 VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
                 "required_symbols", "evidence", "evidence_penalty", "tensor_core_precisions", "precision_penalty",
-                "tolerances", "kernels", "required_files", "source_patterns", "ncu_metrics")
+                "tolerances", "kernels", "evidence_in", "required_files", "source_patterns", "ncu_metrics")
 ADDITIONAL_KEYS = ("variants", "minimum", "extra_credit_cap", "exclusive", "title")
 
 
@@ -127,6 +127,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         evidence_penalty=penalty,
         tensor_core_precisions=precisions,
         precision_penalty=precision_penalty,
+        evidence_in=read.choice("evidence_in", ("each", "any"), "each"),  # type: ignore[arg-type]
         kernels=graded,
         required_files=required_files,
         source_patterns=dict(source_patterns),
