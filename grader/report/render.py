@@ -95,8 +95,11 @@ def variant_flags(variant: VariantResult) -> list[str]:
         flags.append(f"{variant.folder}/ changes none of the files this optimization must change "
                      f"({', '.join(variant.must_change)})")
     for kernel, kinds in variant.missing_evidence.items():
-        shows = "none of their binaries shows" if ", " in kernel else "its binary shows"  # evidence_in = "any"
-        flags.append(f"{kernel}: {shows} no {' and no '.join(EVIDENCE_WORDS.get(k, k) for k in kinds)}")
+        words = [EVIDENCE_WORDS.get(k, k) for k in kinds]
+        if ", " in kernel:  # evidence_in = "any": shown by none of them
+            flags.append(f"{kernel}: none of their binaries shows any {' or any '.join(words)}")
+        else:
+            flags.append(f"{kernel}: its binary shows no {' and no '.join(words)}")
     for kernel, patterns in variant.missing_symbols.items():
         flags.append(f"{kernel}: calls nothing matching {', '.join(patterns)}, which {variant.name} requires")
     return flags
