@@ -191,3 +191,27 @@ def test_op_13s_gpt2_cuh_is_there_and_its_alignment_is_reported(m3: Assignment, 
     plain = scored(m3, build_stage(folder, m3, Options(cache_dir=cache_dir, kernels=("op_13/gelu",))))["op_13"]
     assert plain.source_patterns == {"aligned allocations": []} and plain.score == plain.max_score
     assert "aligned allocations: not found in kernels_op_13/ (the text only)" in variant_evidence(plain)
+
+
+@needs_nvcc
+@needs_sass
+def test_raw_mma_sync_shows_ptx_mma_and_wmma_does_not(m3: Assignment, cache_dir: Path, tmp_path: Path) -> None:
+    """op_15's evidence: the same TF32 HMMA in both binaries' SASS; only the raw-PTX matmul's PTX has mma.sync."""
+    shown = {}
+    for name in ("course-op15-mma-sync-tf32", "mutant-op15-wmma"):
+        sample = next(v for v in variants(m3) if v.name == name)
+        folder = compose(m3, sample, tmp_path / name)
+        team = build_stage(folder, m3, Options(cache_dir=cache_dir, kernels=("op_15/matmul",)))
+        library = team.artifacts["op_15/matmul"].evidence
+        assert team.artifacts["op_15/matmul"].status == BuildStatus.BUILT and library.ptx_read
+        assert {p for f in library.functions for p in f.tensor_core_precisions} == {"TF32"}
+        shown[name] = (library.shows("ptx_mma"), scored(m3, team)["op_15"])
+    raw, raw_result = shown["course-op15-mma-sync-tf32"]
+    wmma, wmma_result = shown["mutant-op15-wmma"]
+    assert raw is True and not raw_result.missing_evidence
+    # Static counts: the k loop is unrolled, so its one mma.sync is in the PTX more than once.
+    assert variant_evidence(raw_result)[0] == "tensor cores: used in matmul (matmul_forward_kernel: TF32)"
+    assert variant_evidence(raw_result)[1].startswith("mma.sync (raw PTX or CuTe): used in matmul (matmul_forward_kernel: ")
+    assert wmma is False and wmma_result.missing_evidence == {"matmul": ["ptx_mma"]}
+    assert "mma.sync (raw PTX or CuTe): tensor cores through wmma only in matmul" in variant_evidence(wmma_result)
+    assert wmma_result.score == wmma_result.max_score  # reported, not scored

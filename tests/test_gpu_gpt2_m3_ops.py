@@ -85,3 +85,15 @@ def test_ncu_measures_bank_conflicts_and_the_l2_hit_rate_of_a_variant(tmp_path: 
         assert math.isfinite(row["value"]) and row["value"] >= 0, row
         if row["metric"] == "l2_hit_rate":
             assert row["value"] <= 100, row
+
+
+@pytest.mark.parametrize("name", ["course-op15-mma-sync-tf32", "mutant-op15-wmma", "mutant-op8-constant-never-read"])
+def test_op_samples_pass_every_kernel(m3: Assignment, tmp_path: Path, cache_dir: Path, name: str) -> None:
+    """Their VARIANT.toml's expectation: every kernel of the variant passes (evidence is reported, not scored)."""
+    sample = next(v for v in variants(m3) if v.name == name)
+    variant = sample.kernel.split("/")[0]
+    result = grade_variant(m3, sample, tmp_path, cache_dir, kernels=(variant,), public_only=True)
+    kernel = next(k for k in result.kernels if k.name == sample.kernel)
+    assert kernel.status is sample.expect and kernel.score == kernel.max_score, kernel.message
+    found = next(v for v in result.variants if v.name == variant)
+    assert found.status is Outcome.PASSED and found.score == found.max_score, found.message
