@@ -5,8 +5,16 @@ shared-memory and register tiling, a reduction). Beside that check the grader gi
 binary shows, per CUDA function of the library:
 
 - its SASS (`cuobjdump --dump-sass`): tensor-core instructions (HMMA on sm_70+, HGMMA from wgmma
-  on sm_90a, and the other `*MMA` forms), shared-memory loads, stores, atomics and async copies,
-  warp shuffles. Counts are static (instructions in the code), not how often they execute;
+  on sm_90a, and the other `*MMA` forms), shared-memory loads, stores, atomics and async copies
+  (LDGSTS: cp.async), ldmatrix (LDSM), warp shuffles, non-coherent global loads (LDG.E.CONSTANT: what
+  a `const T* __restrict__` load or `__ldg` compiles to) and reads of the user's `__constant__` data
+  (operands in constant bank 3, `c[0x3][...]`: bank 0 holds the kernel's parameters, bank 2 the
+  compiler's own constants, bank 4 addresses of globals; verified with nvcc 13 on sm_80 and sm_90).
+  Counts are static (instructions in the code), not how often they execute;
+- its PTX (`cuobjdump --dump-ptx`, read only where the SASS shows tensor cores): raw `mma.sync`
+  (inline PTX, CuTe's MMA atoms, CUTLASS) apart from wmma's `wmma.mma.sync`, which compile to the same
+  HMMA. `-arch=sm_XX` embeds PTX beside the SASS; a build without PTX leaves this unread;
+- its functions' names: CUTLASS's and CuTe's kernels (`cutlass::Kernel<...>`) by their namespace;
 - its resources (`cuobjdump --dump-resource-usage`): registers per thread, static shared memory
   per block, stack and local bytes per thread;
 - the library's undefined `cublas*` symbols (the cuda target's `nm` scan), i.e. calls into cuBLAS.
@@ -32,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from grader.results import FunctionFacts, FunctionTechniques, LibraryFacts, LibraryTechniques
+from grader.results import CUTLASS_NAMESPACES, FunctionFacts, FunctionTechniques, LibraryFacts, LibraryTechniques
 from grader.targets.cuda import TARGET as CUDA
 
 T = TypeVar("T")
@@ -52,12 +60,21 @@ SHARED_STORES = frozenset({"STS", "STSM"})
 SHARED_ATOMICS = frozenset({"ATOMS"})
 SHARED_ASYNC_COPIES = frozenset({"LDGSTS", "UTMALDG", "UBLKCP"})  # cp.async, TMA and bulk copies into shared memory
 WARP_SHUFFLES = frozenset({"SHFL"})
+LDMATRIX = frozenset({"LDSM"})
+# parse_sass's counts beside the mnemonics (none is a mnemonic: no '[' in one): instructions with an operand in
+# constant bank 3, where nvcc places the user's __constant__ variables.
+USER_CONSTANT_READS = "c[0x3]"
 _FAMILIES = {"D": "FP64", "Q": "FP8", "O": "FP4", "B": "1-bit"}  # tensor-core opcodes by first letter (H, I: below)
 
 _ARCH = re.compile(r"^\s*arch = (sm_\w+)")
 _SASS_FUNCTION = re.compile(r"^\s*Function : (\S+)")
 # "/*0250*/   @!P0 HMMA.1684.F32.TF32 R12, ..." -> the mnemonic, with its modifiers
-_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][^\s;]*)")
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][^\s;]*)([^;]*)")
+_USER_CONSTANT = re.compile(r"\bc\[0x3\]\[")
+# PTX: a function's start (".visible .entry _Z6kernelPf(", ".func  (.param ...) _Z3dotv("), and a raw mma.sync
+# (mma.sync.aligned.m16n8k8..., mma.sp...; not wmma.mma.sync, which `\b` after a letter rules out).
+_PTX_FUNCTION = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)")
+_PTX_MMA = re.compile(r"(?<![\w.])mma\.(?:sync|sp)")
 _RESOURCE_FUNCTION = re.compile(r"^\s*Function (\S+?):\s*$")
 _RESOURCE = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
 _TOOL_MESSAGE = re.compile(r"^\S+ (?:fatal|error|info|warning)\s*: ", re.I)
@@ -82,10 +99,22 @@ class FunctionEvidence(FunctionTechniques):
     shared_atomics: int = 0
     shared_async_copies: int = 0
     warp_shuffles: int = 0
+    constant_reads: int = 0  # instructions reading user __constant__ data (constant bank 3)
+    readonly_loads: int = 0  # LDG...CONSTANT: non-coherent loads (__restrict__ const pointers, __ldg)
+    ldmatrix_instructions: int = 0  # LDSM
+    ptx_mma_instructions: int = 0  # raw mma.sync in its PTX (0 where the PTX was not read)
 
     @property
     def shared_instructions(self) -> int:
         return self.shared_loads + self.shared_stores + self.shared_atomics + self.shared_async_copies
+
+    @property
+    def async_copies(self) -> int:
+        return self.shared_async_copies
+
+    @property
+    def is_cutlass(self) -> bool:
+        return any(namespace in self.demangled for namespace in CUTLASS_NAMESPACES)
 
     @property
     def tensor_core_precisions(self) -> tuple[str, ...]:
@@ -103,16 +132,7 @@ class LibraryEvidence(LibraryTechniques):
     sass_read: bool = False  # its SASS was read: "no tensor-core instruction" is then a finding, not a gap
     note: str = ""  # why some or all of the evidence is missing, in words
     readable: bool = True  # a file with an ELF header: its symbols could be read (no cuBLAS is then a finding)
-
-    def shows(self, kind: str) -> bool | None:
-        """Whether it shows the technique `kind` (a spec's evidence name); None where that could not be read."""
-        if kind == "tensor_cores":
-            return self.uses_tensor_cores if self.sass_read else None
-        if kind == "shared_memory":
-            return self.uses_shared_memory if self.functions else None
-        if kind == "cublas":
-            return self.calls_cublas if self.readable else None
-        raise ValueError(f"unknown evidence {kind!r}")
+    ptx_read: bool = False  # its embedded PTX was read (only where its SASS shows tensor cores)
 
     def facts(self) -> LibraryFacts:
         """What a result keeps of it: the figures the reports' sentences read, each function by its short name."""
@@ -121,8 +141,11 @@ class LibraryEvidence(LibraryTechniques):
                 name=f.short_name, arch=f.arch, registers=f.registers, shared_bytes=f.shared_bytes,
                 stack_bytes=f.stack_bytes, local_bytes=f.local_bytes, tensor_core_instructions=f.tensor_core_instructions,
                 tensor_core_precisions=list(f.tensor_core_precisions), shared_instructions=f.shared_instructions,
-                warp_shuffles=f.warp_shuffles) for f in self.functions],
-            cublas_symbols=list(self.cublas_symbols), sass_read=self.sass_read, readable=self.readable, note=self.note)
+                warp_shuffles=f.warp_shuffles, constant_reads=f.constant_reads, readonly_loads=f.readonly_loads,
+                async_copies=f.async_copies, ldmatrix_instructions=f.ldmatrix_instructions,
+                ptx_mma_instructions=f.ptx_mma_instructions) for f in self.functions],
+            cublas_symbols=list(self.cublas_symbols), sass_read=self.sass_read, readable=self.readable, note=self.note,
+            ptx_read=self.ptx_read)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as a build's record keeps it."""
@@ -167,7 +190,15 @@ def evidence_of(library: Path) -> LibraryEvidence:
         notes.append("only PTX, no SASS: the driver compiles it when the library is loaded"
                      if any("Fatbin ptx code" in line for line in resources)
                      else "no CUDA functions in the library's device code")
-    return LibraryEvidence(str(library), functions, cublas, sass is not None and bool(functions), "; ".join(notes))
+    ptx = None
+    if any(f.uses_tensor_cores for f in functions):  # only then can raw mma.sync be told from wmma
+        ptx, _ = _dump(cuobjdump, "--dump-ptx", library, parse_ptx, environment)
+        if ptx:
+            functions = tuple(dataclasses.replace(f, ptx_mma_instructions=ptx.get(f.name, 0)) for f in functions)
+        else:
+            notes.append("no PTX embedded: mma.sync cannot be told from wmma")
+    return LibraryEvidence(str(library), functions, cublas, sass is not None and bool(functions), "; ".join(notes),
+                           ptx_read=bool(ptx))
 
 
 def find_cuobjdump() -> Path | None:
@@ -195,7 +226,26 @@ def parse_sass(text: str | Iterable[str]) -> dict[tuple[str, str], Counter[str]]
             current = None if key in histograms else histograms.setdefault(key, Counter())
         elif current is not None and (found := _INSTRUCTION.match(line)):
             current[found.group(1)] += 1
+            if _USER_CONSTANT.search(found.group(2)):
+                current[USER_CONSTANT_READS] += 1
     return histograms
+
+
+def parse_ptx(text: str | Iterable[str]) -> dict[str, int]:
+    """Raw mma.sync / mma.sp instructions per function (mangled name) in `--dump-ptx` output; wmma's are not counted.
+
+    Every function's PTX counts, over all the PTX the library embeds (one per virtual arch, summed). A function
+    with none is not listed; a listing with no function at all gives {} (nothing read).
+    """
+    counts: dict[str, int] = {}
+    current = None
+    for line in _lines(text):
+        if found := _PTX_FUNCTION.match(line):
+            current = found.group(1)
+            counts.setdefault(current, 0)
+        elif current is not None and _PTX_MMA.search(line):
+            counts[current] += 1
+    return counts
 
 
 def parse_resource_usage(text: str | Iterable[str]) -> dict[tuple[str, str], dict[str, int]]:
@@ -248,13 +298,16 @@ def _merge(usage: dict[tuple[str, str], dict[str, int]], sass: dict[tuple[str, s
         for mnemonic, count in histogram.items():
             opcodes[mnemonic.split(".")[0]] += count
         tensor = {m: n for m, n in histogram.items() if m.split(".")[0].endswith("MMA")}
+        readonly = sum(n for m, n in histogram.items() if m.split(".")[0] == "LDG" and "CONSTANT" in m.split("."))
         functions.append(FunctionEvidence(
             name=name, demangled=demangled.get(name, name), short_name=short.get(name, name), arch=arch,
             registers=figures.get("REG", 0), shared_bytes=shared, stack_bytes=figures.get("STACK", 0),
             local_bytes=figures.get("LOCAL", 0), tensor_core_instructions=sum(tensor.values()),
             tensor_core_forms=tuple(sorted(tensor)), shared_loads=_count(opcodes, SHARED_LOADS),
             shared_stores=_count(opcodes, SHARED_STORES), shared_atomics=_count(opcodes, SHARED_ATOMICS),
-            shared_async_copies=_count(opcodes, SHARED_ASYNC_COPIES), warp_shuffles=_count(opcodes, WARP_SHUFFLES)))
+            shared_async_copies=_count(opcodes, SHARED_ASYNC_COPIES), warp_shuffles=_count(opcodes, WARP_SHUFFLES),
+            constant_reads=histogram[USER_CONSTANT_READS], readonly_loads=readonly,
+            ldmatrix_instructions=_count(opcodes, LDMATRIX)))
     return tuple(functions)
 
 

@@ -28,9 +28,10 @@ from grader.sanitizer import SanitizerReport, sanitizer_check
 from grader.runner import Call, CallOutcome, CaseWatcher, harnesses_for, limits_for, run_calls, submission_budget
 from grader.runner.bytecode import harness_bytecode
 from grader.sandbox import sandbox_named
-from grader.scoring import case_result, score_kernel, score_variants
+from grader.scoring import apply_credit_rules, case_result, score_kernel, score_variants
 from grader.sources import VariantSources, gather_sources
 from grader.spec import Assignment, Case, Kernel
+from grader.spec.model import max_score_of
 from grader.status import BuildStatus, CallStatus
 from grader.targets import target_of
 from grader.threadsafe import load_npy
@@ -240,6 +241,7 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     kernel_results += check_results(assignment, ran.built.checks, artifacts, outcomes, checks_gold, ran.logs,
                                     ran.not_run_reason)
     kernel_results, variants = score_variants(assignment, kernel_results, ran.built.variants, artifacts)
+    kernel_results, variants, additional, zeroed_by = apply_credit_rules(assignment, kernel_results, variants)
     lap("compare_and_score")
 
     return Result(
@@ -247,9 +249,12 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         assignment_version=assignment.version,
         title=assignment.title,
         score=round(sum(k.score for k in kernel_results), 6),
-        max_score=round(sum(k.max_score for k in kernel_results), 6),
+        # An [assignment.additional] group counts its minimum; its extra credit can take the score above this.
+        max_score=max_score_of(assignment.additional, [(k.variant, k.max_score) for k in kernel_results]),
         kernels=kernel_results,
         variants=variants,
+        additional=additional,
+        zeroed_by=zeroed_by,
         submission=Submission(str(checkout.root), checkout.commit, checkout.commit_time, checkout.dirty),
         environment=_environment(assignment, options, sandbox, ran.device, ran.sandbox_enforced,
                                  ran.harnesses_at_once),
@@ -275,7 +280,9 @@ def not_graded(assignment: Assignment, options: Options, status: SubmissionStatu
     kernels = assignment.select(options.kernels)
     return Result(
         assignment=assignment.name, assignment_version=assignment.version, title=assignment.title, score=0.0,
-        max_score=round(sum(k.weight for k in (*kernels, *assignment.checks_among(kernels))), 6), kernels=[], submission=submission,
+        max_score=max_score_of(assignment.additional, [(k.variant, k.weight)
+                                                       for k in (*kernels, *assignment.checks_among(kernels))]),
+        kernels=[], submission=submission,
         environment=_environment(assignment, options, sandbox_named(options.sandbox), ""), stages={},
         seed={}, public_only=options.public_only, graded_at=_now(), status=status, message=message,
     )

@@ -110,17 +110,29 @@ class KernelResult:
 
 # Each kind of evidence a spec may ask for (grader.spec.model.EVIDENCE), in words: "no tensor-core instruction".
 EVIDENCE_WORDS = {"tensor_cores": "tensor-core instruction", "shared_memory": "shared-memory use",
-                  "cublas": "call into cuBLAS"}
+                  "cublas": "call into cuBLAS", "constant_memory": "read of __constant__ memory",
+                  "restrict_loads": "read-only (non-coherent) global load",
+                  "async_copies": "asynchronous copy into shared memory (cp.async)",
+                  "ptx_mma": "raw mma.sync tensor-core instruction (inline PTX or CuTe)",
+                  "cutlass": "CUTLASS or CuTe kernel"}
+
+# A function whose (demangled) name says it is CUTLASS's or CuTe's code: cutlass::Kernel<cutlass::gemm::...>.
+CUTLASS_NAMESPACES = ("cutlass::", "cute::")
 
 
 class FunctionTechniques:
     """What a function's figures say of the techniques: shared by the build's reading (grader.evidence) and the
     facts a result keeps of it (`FunctionFacts`)."""
 
+    name: str
     tensor_core_instructions: int
     shared_bytes: int
     shared_instructions: int
     warp_shuffles: int
+    constant_reads: int
+    readonly_loads: int
+    async_copies: int
+    ptx_mma_instructions: int
 
     @property
     def uses_tensor_cores(self) -> bool:
@@ -131,12 +143,20 @@ class FunctionTechniques:
         """Static shared memory, or shared-memory instructions (dynamic shared memory has no size in the binary)."""
         return self.shared_bytes > 0 or self.shared_instructions > 0
 
+    @property
+    def is_cutlass(self) -> bool:
+        """CUTLASS's or CuTe's code by its name (a CUTLASS device GEMM's kernel is cutlass::Kernel<...>)."""
+        return any(namespace in self.name for namespace in CUTLASS_NAMESPACES)
+
 
 class LibraryTechniques:
     """What a library's functions and symbols say of the techniques: shared like `FunctionTechniques`."""
 
     functions: Sequence[FunctionTechniques]
     cublas_symbols: Sequence[str]
+    sass_read: bool
+    ptx_read: bool
+    readable: bool
 
     @property
     def uses_tensor_cores(self) -> bool:
@@ -154,6 +174,32 @@ class LibraryTechniques:
     def uses_warp_shuffles(self) -> bool:
         return any(f.warp_shuffles for f in self.functions)
 
+    def shows(self, kind: str) -> bool | None:
+        """Whether it shows the technique `kind` (a spec's evidence name); None where that could not be read."""
+        sass = self.sass_read
+        if kind == "tensor_cores":
+            return self.uses_tensor_cores if sass else None
+        if kind == "shared_memory":
+            return self.uses_shared_memory if self.functions else None
+        if kind == "cublas":
+            return self.calls_cublas if self.readable else None
+        if kind == "constant_memory":  # SASS reads user __constant__ data from constant bank 3 (c[0x3][...])
+            return any(f.constant_reads for f in self.functions) if sass else None
+        if kind == "restrict_loads":  # LDG.E.CONSTANT: what __restrict__ const pointers and __ldg compile to
+            return any(f.readonly_loads for f in self.functions) if sass else None
+        if kind == "async_copies":  # LDGSTS (cp.async), or Hopper's TMA and bulk copies
+            return any(f.async_copies for f in self.functions) if sass else None
+        if kind == "ptx_mma":
+            # SASS cannot tell wmma's HMMA from mma.sync's; the embedded PTX can (wmma.mma.sync vs mma.sync).
+            if not sass:
+                return None
+            if not self.uses_tensor_cores:
+                return False
+            return any(f.ptx_mma_instructions for f in self.functions) if self.ptx_read else None
+        if kind == "cutlass":
+            return any(f.is_cutlass for f in self.functions) if self.functions else None
+        raise ValueError(f"unknown evidence {kind!r}")
+
 
 @dataclass(frozen=True)
 class FunctionFacts(FunctionTechniques):
@@ -169,6 +215,11 @@ class FunctionFacts(FunctionTechniques):
     tensor_core_precisions: list[str] = field(default_factory=list)  # the types they take: "TF32", "FP16", ...
     shared_instructions: int = 0  # shared-memory loads, stores, atomics and async copies
     warp_shuffles: int = 0
+    constant_reads: int = 0  # instructions reading user __constant__ data (constant bank 3)
+    readonly_loads: int = 0  # non-coherent global loads (LDG.E.CONSTANT: __restrict__ const, __ldg)
+    async_copies: int = 0  # cp.async (LDGSTS), TMA and bulk copies into shared memory
+    ldmatrix_instructions: int = 0  # LDSM
+    ptx_mma_instructions: int = 0  # raw mma.sync in its PTX (not wmma's): inline PTX, CuTe's MMA atoms
 
 
 @dataclass(frozen=True)
@@ -179,6 +230,7 @@ class LibraryFacts(LibraryTechniques):
     cublas_symbols: list[str] = field(default_factory=list)  # what it calls in cuBLAS
     sass_read: bool = False  # its SASS was read: "no tensor-core instruction" is then a finding, not a gap
     readable: bool = True  # its symbols could be read: no cuBLAS is then a finding
+    ptx_read: bool = False  # its embedded PTX was read (only where its SASS shows tensor cores)
     note: str = ""  # why some or all of the evidence is missing, in words
 
     @classmethod
@@ -218,6 +270,16 @@ class VariantResult:
     libraries: dict[str, LibraryFacts] = field(default_factory=dict)
     # The sentences themselves, as a result stored before `libraries` was kept said them; empty since.
     evidence: list[str] = field(default_factory=list)
+    # Files the folder must hold (patterns from the root: "kernels_op_7/*.py"), and those it holds that match.
+    required_files: list[str] = field(default_factory=list)
+    required_found: list[str] = field(default_factory=list)
+    # Per source_patterns label ("aligned allocations"): the folder's files whose text matches (reported only).
+    source_patterns: dict[str, list[str]] = field(default_factory=dict)
+    ncu_metrics: list[str] = field(default_factory=list)  # what ncu measures of it where its claim is one
+    # The credit rules of its group (grader.spec.CreditGroup): the variant of its exclusive set that counted
+    # instead of it (it then counts 0), and its points beyond the group's extra-credit cap (not counted).
+    excluded_by: str | None = None
+    capped: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Outcome(self.status))
@@ -226,6 +288,32 @@ class VariantResult:
     def changes_nothing(self) -> bool:
         """The folder changes none of the files the optimization must change (the unchanged-folder flag)."""
         return bool(self.must_change) and set(self.must_change) <= set(self.unchanged_files)
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """The variants of an [assignment.additional] group together: what they add up to against the course's minimum."""
+
+    title: str  # "additional optimizations"
+    variants: list[str]  # in the spec's order
+    points: dict[str, float]  # each counted variant's points (before the cap), in the spec's order
+    minimum: float
+    extra_credit_cap: float | None
+    credited: float  # what the group adds to the score: its points, capped at minimum + cap
+    # Per exclusive set, as "op_14, op_15, op_16": the variant counted (None: none scored).
+    exclusive: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return round(sum(self.points.values()), 6)
+
+    @property
+    def shortfall(self) -> float:
+        return max(0.0, round(self.minimum - self.credited, 6))
+
+    @property
+    def extra_credit(self) -> float:
+        return max(0.0, round(self.credited - self.minimum, 6))
 
 
 @dataclass(frozen=True)
@@ -303,6 +391,10 @@ class Result:
     late: Late | None = None
     variants: list[VariantResult] = field(default_factory=list)  # an assignment's optimization variants, in its order
     retries: list[Retry] = field(default_factory=list)  # stages run again alone after the machine failed them
+    additional: GroupResult | None = None  # the assignment's [assignment.additional] group, where it has one
+    # The kernels that did not build, where the assignment makes a compile error 0 for the whole grade
+    # (`compile_error_zeroes`): every kernel then scores 0, these named.
+    zeroed_by: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -339,9 +431,10 @@ class Result:
                                                         in v.get("libraries", {}).items()}})
                     for v in data.get("variants", [])]
         retries = [Retry(**r) for r in data.get("retries", [])]
+        additional = GroupResult(**data["additional"]) if data.get("additional") else None
         return cls(**{**data, "kernels": kernels, "submission": Submission(**data["submission"]),
                       "environment": Environment(**data["environment"]), "late": late, "variants": variants,
-                      "retries": retries})
+                      "retries": retries, "additional": additional})
 
     @classmethod
     def from_json(cls, text: str) -> Result:

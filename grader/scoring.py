@@ -3,7 +3,9 @@
 Partial credit is the fraction of cases passed, or all-or-nothing; a case that crashed or timed
 out costs that case (and the kernel's status says so); forbidden symbols deduct the spec's share of the kernel's weight.
 A variant's kernels are scored like any other, then as the variant says: all or nothing across
-them, and the share of its weight that missing evidence or a missing required symbol costs.
+them, and the share of its weight that missing evidence or a missing required symbol costs. Then the
+assignment's credit rules (`apply_credit_rules`): an [assignment.additional] group's exclusive sets and
+extra-credit cap, and a compile error that makes the whole grade 0.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import dataclasses
 from grader.build import Artifact
 from grader.compare import Verdict
 from grader.evidence import LibraryEvidence
-from grader.results import EVIDENCE_WORDS, CaseResult, Deduction, KernelResult, Mismatch, VariantResult
+from grader.results import EVIDENCE_WORDS, CaseResult, Deduction, GroupResult, KernelResult, Mismatch, VariantResult
 from grader.runner import CallOutcome
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
 from grader.sources import VariantSources
@@ -155,7 +157,10 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
     max_score = round(sum(m.max_score for m in members), 6)
     facts = {"name": variant.name, "title": variant.title, "folder": variant.folder, "weight": variant.weight,
              "max_score": max_score, "kernels": [m.name for m in members], "must_change": list(variant.must_change),
-             "unchanged_files": list(folder.unchanged)}
+             "unchanged_files": list(folder.unchanged), "required_files": list(variant.required_files),
+             "required_found": list(folder.required_found),
+             "source_patterns": {label: list(files) for label, files in folder.pattern_files.items()},
+             "ncu_metrics": list(variant.ncu_metrics)}
     if not folder.submitted:
         # Not a compile error: there was nothing to compile. The batch then counts the student as failed.
         missing = f"{variant.folder}/ is not in the submission"
@@ -184,6 +189,13 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
                 wrong_precision[base] = wrong
         if artifact.missing_symbols:
             missing_symbols[base] = list(artifact.missing_symbols)
+    if variant.evidence_in == "any" and missing_evidence:
+        # One kernel showing it is enough; shown by none, the kernels are named together.
+        checked = [kernels[n].base for n, a in built.items()
+                   if variant.must_change_kernel(kernels[n]) and a.status == BuildStatus.BUILT and a.evidence]
+        absent = [kind for kind in variant.evidence
+                  if all(kind in missing_evidence.get(base, ()) for base in checked)]
+        missing_evidence = {", ".join(checked): absent} if absent else {}
 
     failed = [m for m in members if not _full_marks(m)]
     messages = []
@@ -197,6 +209,13 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
     elif failed:
         messages.append(f"{len(members) - len(failed)} of {len(members)} kernels have full marks: "
                         f"{'; '.join(_why_not_full(m, variant) for m in failed)}")
+    if folder.lacks_required(variant) and sum(m.score for m in members) > 0:
+        reason = (f"{variant.folder}/ holds no file matching {', '.join(variant.required_files)}, which "
+                  f"{variant.name} must hold")
+        members = [_deducted(m, reason, m.score) for m in members]
+        messages.append(f"{reason}, so {variant.name} scores 0/{max_score:g}")
+    elif folder.lacks_required(variant):
+        messages.append(f"{variant.folder}/ holds no file matching {', '.join(variant.required_files)}")
     penalty = 0.0
     earned = sum(m.score for m in members)
     if (missing_evidence or missing_symbols) and variant.evidence_penalty > 0 and earned > 0:
@@ -226,6 +245,90 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
                                   evidence_unread=unread, evidence_kinds=list(variant.evidence),
                                   libraries=libraries, penalty=round(penalty, 6), **facts)
 
+
+def apply_credit_rules(assignment: Assignment, results: list[KernelResult], variants: list[VariantResult]
+                       ) -> tuple[list[KernelResult], list[VariantResult], GroupResult | None, list[str]]:
+    """The assignment's credit rules over the scored kernels and variants: in its [assignment.additional] group only
+    the best of each exclusive set counts and points beyond minimum + cap do not; with `compile_error_zeroes` a
+    kernel that did not build makes every score 0. Returns the kernels, the variants, the group's result and the
+    kernels that zeroed the grade."""
+    by_variant: dict[str, list[KernelResult]] = {}
+    for result in results:
+        if result.variant:
+            by_variant.setdefault(result.variant, []).append(result)
+    rescored = {r.name: r for r in results}
+    notes: dict[str, list[str]] = {}
+    excluded: dict[str, str] = {}
+    capped: dict[str, float] = {}
+
+    def take(variant: str, reason: str, points: float) -> None:
+        """Deduct `points` from the variant's kernels, in proportion to their scores."""
+        members = [rescored[r.name] for r in by_variant.get(variant, [])]
+        earned = sum(m.score for m in members)
+        for m in members:
+            if earned > 0:
+                rescored[m.name] = _deducted(m, reason, points * m.score / earned)
+        notes.setdefault(variant, []).append(f"{reason} (−{points:.3g})" if points > 0 else reason)
+
+    group, group_result = assignment.additional, None
+    if group is not None:
+        present = [v for v in variants if v.name in group.variants]
+        scores = {v.name: v.score for v in present}
+        chosen: dict[str, str | None] = {}
+        for members in group.exclusive:
+            candidates = [v for v in present if v.name in members]
+            if not candidates:
+                continue
+            best = max(candidates, key=lambda v: scores[v.name])  # the first of equals, in the spec's order
+            counted = best.name if scores[best.name] > 0 else None
+            chosen[", ".join(members)] = counted
+            for v in candidates:
+                if counted and v is not best and v.status is not Outcome.NOT_SUBMITTED:
+                    excluded[v.name] = best.name
+                    take(v.name, f"{v.name} is not counted: only one of {', '.join(members)} counts for credit, "
+                                 f"and {best.name} scored more ({scores[best.name]:g})", scores[v.name])
+        points = {v.name: scores[v.name] for v in present if v.name not in excluded}
+        over = sum(points.values()) - group.most if group.most is not None else 0.0
+        for v in reversed(present):  # the last variants in the spec's order give up what is over the cap
+            if over <= 1e-9:
+                break
+            cut = min(over, points.get(v.name, 0.0))
+            if cut > 0:
+                capped[v.name] = round(cut, 6)
+                over -= cut
+                take(v.name, f"{group.title} count at most {group.most:g} points ({group.minimum:g} and up to "
+                             f"{group.extra_credit_cap:g} extra credit): {cut:g} of {v.name}'s are not counted", cut)
+        total = sum(points.values())
+        group_result = GroupResult(group.title, [v.name for v in present], {n: round(p, 6) for n, p in points.items()},
+                                   group.minimum, group.extra_credit_cap,
+                                   round(min(total, group.most) if group.most is not None else total, 6), chosen)
+    zeroed = []
+    if assignment.compile_error_zeroes:
+        broken = [r for r in rescored.values() if r.status is KernelStatus.COMPILE_ERROR]
+        if broken:
+            zeroed = [r.name for r in broken]
+            reason = (f"a compile error is 0 for the whole grade: {', '.join(zeroed[:3])}"
+                      f"{f' and {len(zeroed) - 3} more' if len(zeroed) > 3 else ''} did not build "
+                      f"({first_error(broken[0].message)})")
+            for name, result in list(rescored.items()):
+                rescored[name] = _deducted(result, reason, result.score)
+            for variant in by_variant:
+                notes.setdefault(variant, []).append(reason)
+    variants = [dataclasses.replace(
+        v, score=round(sum(rescored[r.name].score for r in by_variant.get(v.name, [])), 6),
+        excluded_by=excluded.get(v.name), capped=capped.get(v.name, 0.0),
+        message="; ".join([v.message, *notes[v.name]]),
+        # Not counted (exclusive, capped): the variant still passed; zeroed by a compile error: it lost its points.
+        status=Outcome.FAILED if v.status is Outcome.PASSED and zeroed else v.status)
+        if v.name in notes else v for v in variants]
+    return [rescored[r.name] for r in results], variants, group_result, zeroed
+
+
+def first_error(message: str) -> str:
+    """The compiler's first error line in a build's message ("kernels_op_8/matmul.cuh(12): error: ..."), shortened."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    line = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "no message")
+    return line if len(line) <= 200 else line[:200] + "…"
 
 
 def _missing_technique(kernel: Kernel, artifact: Artifact) -> str:

@@ -12,9 +12,10 @@ came from, so that the result can say so.
 from __future__ import annotations
 
 import enum
+import fnmatch
 import re
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader.spec import Assignment, Kernel, Variant
@@ -101,6 +102,13 @@ class VariantSources:
     folder: str
     submitted: bool  # the folder is in the submission (its kernels' sources say what else is wrong with it)
     unchanged: tuple[str, ...] = ()  # must_change files it lacks or holds byte-identical to the base's
+    required_found: tuple[str, ...] = ()  # its files (from the root) matching the variant's required_files
+    # Per source_patterns label: its files whose text matches the pattern (reported only).
+    pattern_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def lacks_required(self, variant: Variant) -> bool:
+        """The folder is there but holds no file matching the variant's required_files."""
+        return self.submitted and bool(variant.required_files) and not self.required_found
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,10 @@ def variant_sources(variant: Variant, root: Path) -> VariantSources:
         return VariantSources(variant.name, variant.folder, False, variant.must_change)
     if folder.is_symlink():  # never followed (it could lead to the grader's files); its kernels say why
         return VariantSources(variant.name, variant.folder, True)
+    files = [path.relative_to(root).as_posix() for path in _regular_files(folder, root)]
+    found = tuple(f for f in files if any(fnmatch.fnmatchcase(f, p) for p in variant.required_files))
+    patterns = {label: tuple(f for f in files if _mentions(root / f, pattern))
+                for label, pattern in variant.source_patterns.items()}
     unchanged = []
     for base_file in variant.must_change:
         replacement, base = root / variant.overlay_path(base_file), root / base_file
@@ -168,7 +180,19 @@ def variant_sources(variant: Variant, root: Path) -> VariantSources:
         if _symbolic_link_in(root, variant.overlay_path(base_file)) or not replacement.is_file() or (
                 readable and replacement.read_bytes() == base.read_bytes()):
             unchanged.append(base_file)
-    return VariantSources(variant.name, variant.folder, True, tuple(unchanged))
+    return VariantSources(variant.name, variant.folder, True, tuple(unchanged), found, patterns)
+
+
+MENTION_LIMIT = 1 << 20  # bytes of a file that a source pattern reads: a reported fact, never worth a huge read
+
+
+def _mentions(path: Path, pattern: str) -> bool:
+    try:
+        with path.open("rb") as file:
+            text = file.read(MENTION_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return re.search(pattern, text, re.MULTILINE) is not None
 
 
 def overlay_files(folder: Path, onto: str = "", leave_out: Collection[str] = ()) -> dict[str, Path]:

@@ -40,6 +40,7 @@ SERIAL_GROUPS = {
     # A module-scoped fixture that builds or sweeps for tens of seconds: its tests on one worker, so that two
     # workers never do the same work at once (the build cache is shared only once a build is done).
     "gpt2-m2-builds": ("test_gpt2_m2_pack",),
+    "gpt2-m3-ops-builds": ("test_gpt2_m3_ops",),
     "tiled-matmul-builds": ("test_tiled_matmul_pack",),
     "flash-sweep": ("test_flash_attention_sweep",),
     "flash-backward-sweep": ("test_flash_backward_sweep",),

@@ -285,3 +285,181 @@ def test_what_a_result_keeps_of_the_evidence_loads_back_and_says_the_same() -> N
     variant = VariantResult("req_1", "tensor cores", "kernels_req_1", 1.0, 1.0, 1.0, "passed", "",
                             evidence_kinds=["tensor_cores", "shared_memory"], libraries={"matmul": facts})
     assert variant_evidence(variant) == [summary.tensor_cores, summary.shared_memory, summary.registers]
+
+
+# Milestone 3's optimizations as students write them: each kernel beside the same kernel without the technique.
+M3_TECHNIQUES = r"""
+#include <mma.h>
+#include <cuda_fp16.h>
+#include <cuda_pipeline.h>
+#include <cstdint>
+using namespace nvcuda;
+
+// course-constant-layernorm-weight: layernorm's weight and bias read from __constant__ memory.
+__constant__ float c_weight[768];
+__constant__ float c_bias[768];
+__global__ void layernorm_constant_kernel(float* out, const float* inp, const float* mean, const float* rstd, int C) {
+    int row = blockIdx.x, c = threadIdx.x;
+    out[row * C + c] = (inp[row * C + c] - mean[row]) * rstd[row] * c_weight[c] + c_bias[c];
+}
+__global__ void layernorm_global_kernel(float* out, const float* inp, const float* mean, const float* rstd,
+                                        const float* weight, const float* bias, int C) {
+    int row = blockIdx.x, c = threadIdx.x;
+    out[row * C + c] = (inp[row * C + c] - mean[row]) * rstd[row] * weight[c] + bias[c];
+}
+// course-restrict-residual: the same elementwise add with __restrict__ pointers, and with __ldg.
+__global__ void residual_restrict_kernel(float* __restrict__ out, const float* __restrict__ a,
+                                         const float* __restrict__ b, int N) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) out[i] = a[i] + b[i];
+}
+__global__ void residual_ldg_kernel(float* out, const float* a, const float* b, int N) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) out[i] = __ldg(a + i) + __ldg(b + i);
+}
+__global__ void residual_plain_kernel(float* out, const float* a, const float* b, int N) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) out[i] = a[i] + b[i];
+}
+// course-cp-async-tile: a tile of a row staged through shared memory by __pipeline_memcpy_async.
+__global__ void tile_async_kernel(float* out, const float* in) {
+    __shared__ float tile[2][128];
+    __pipeline_memcpy_async(&tile[0][threadIdx.x], in + threadIdx.x, sizeof(float));
+    __pipeline_commit();
+    __pipeline_memcpy_async(&tile[1][threadIdx.x], in + 128 + threadIdx.x, sizeof(float));
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    out[threadIdx.x] = tile[0][(threadIdx.x + 1) % 128] + tile[1][(threadIdx.x + 3) % 128];
+}
+__global__ void tile_sync_kernel(float* out, const float* in) {
+    __shared__ float tile[2][128];
+    tile[0][threadIdx.x] = in[threadIdx.x];
+    tile[1][threadIdx.x] = in[128 + threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = tile[0][(threadIdx.x + 1) % 128] + tile[1][(threadIdx.x + 3) % 128];
+}
+// ptx-mma: ldmatrix and mma.sync as inline PTX (op_15's raw-PTX route).
+__global__ void mma_ptx_kernel(float* out, const half* a) {
+    __shared__ half tile[16 * 16];
+    tile[threadIdx.x] = a[threadIdx.x];
+    __syncthreads();
+    uint32_t r0, r1, r2, r3;
+    uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(tile + (threadIdx.x % 16) * 16));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(address));
+    float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n" : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(r0), "r"(r1), "r"(r2), "r"(r3), "r"(r0), "r"(r1));
+    out[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+// wmma from shared memory: the same HMMA and LDSM in SASS, wmma.mma.sync in PTX.
+__global__ void mma_wmma_kernel(float* out, const half* a) {
+    __shared__ half tile[16 * 16];
+    for (int i = threadIdx.x; i < 256; i += 32) tile[i] = a[i];
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::load_matrix_sync(fa, tile, 16);
+    wmma::load_matrix_sync(fb, tile, 16);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(out, acc, 16, wmma::mem_row_major);
+}
+"""
+
+# The name rule for CUTLASS: a stand-in kernel in its namespace, named as CUTLASS's device GEMM names its kernel
+# (cutlass::Kernel<Operator>); CUTLASS's headers are not installed here.
+CUTLASS_NAMED = r"""
+namespace cutlass { namespace gemm { struct GemmTf32 { float alpha; }; }
+template <typename Operator> __global__ void Kernel(typename Operator::Params* params, float* out) {
+    out[threadIdx.x] = 2.0f * out[threadIdx.x];
+} }
+struct Op { using Params = cutlass::gemm::GemmTf32; };
+template __global__ void cutlass::Kernel<Op>(cutlass::gemm::GemmTf32*, float*);
+__global__ void own_gemm_kernel(float* out) { out[threadIdx.x] = 3.0f * out[threadIdx.x]; }
+"""
+
+
+@pytest.fixture(scope="module")
+def techniques(tmp_path_factory: pytest.TempPathFactory) -> dict[str, evidence.FunctionEvidence]:
+    """Milestone 3's technique kernels, each by its short name, from one sm_90 library."""
+    library = evidence_of(nvcc(M3_TECHNIQUES, tmp_path_factory.mktemp("m3"), "m3", "-arch=sm_90", "-O3"))
+    assert library.sass_read and library.ptx_read and not library.note
+    return {f.short_name: f for f in library.functions}
+
+
+@needs_nvcc
+@needs_sass
+def test_constant_memory_is_a_read_of_constant_bank_3(techniques: dict[str, evidence.FunctionEvidence]) -> None:
+    # Bank 0 is the kernel's parameters, which every kernel reads: only the user's __constant__ data counts.
+    assert techniques["layernorm_constant_kernel"].constant_reads >= 2
+    assert all(f.constant_reads == 0 for name, f in techniques.items() if name != "layernorm_constant_kernel")
+
+
+@needs_nvcc
+@needs_sass
+def test_restrict_and_ldg_loads_are_non_coherent(techniques: dict[str, evidence.FunctionEvidence]) -> None:
+    assert techniques["residual_restrict_kernel"].readonly_loads == 2
+    assert techniques["residual_ldg_kernel"].readonly_loads == 2
+    assert techniques["residual_plain_kernel"].readonly_loads == 0
+    assert techniques["layernorm_global_kernel"].readonly_loads == 0
+
+
+@needs_nvcc
+@needs_sass
+def test_pipeline_memcpy_async_is_an_async_copy(techniques: dict[str, evidence.FunctionEvidence]) -> None:
+    assert techniques["tile_async_kernel"].async_copies == 2
+    assert techniques["tile_sync_kernel"].async_copies == 0 and techniques["tile_sync_kernel"].shared_stores > 0
+
+
+@needs_nvcc
+@needs_sass
+def test_raw_mma_sync_is_told_from_wmma_by_the_ptx(techniques: dict[str, evidence.FunctionEvidence]) -> None:
+    raw, wmma = techniques["mma_ptx_kernel"], techniques["mma_wmma_kernel"]
+    # The same SASS (HMMA fed by LDSM) for both: only the PTX tells them apart.
+    assert raw.uses_tensor_cores and wmma.uses_tensor_cores
+    assert raw.ldmatrix_instructions > 0 and wmma.ldmatrix_instructions > 0
+    assert raw.ptx_mma_instructions == 1 and wmma.ptx_mma_instructions == 0
+
+
+@needs_nvcc
+@needs_sass
+def test_each_m3_evidence_kind_is_shown_and_missing(tmp_path: Path) -> None:
+    """shows(kind) per library: a library with the technique, one without it; and the reports' sentences."""
+    def built(name: str, source: str) -> LibraryEvidence:
+        return evidence_of(nvcc(source, tmp_path / name, name, "-arch=sm_90", "-O3"))
+
+    head = "#include <mma.h>\n#include <cuda_fp16.h>\n#include <cuda_pipeline.h>\n#include <cstdint>\n" \
+           "using namespace nvcuda;\n"
+    # One library per commented part of M3_TECHNIQUES, keyed by its comment's first words.
+    parts = {part.split("\n", 1)[0]: part for part in M3_TECHNIQUES.split("\n// ")[1:]}
+    source = {key.split(":")[0]: head + "\n// " + part for key, part in parts.items()}
+    constant = built("constant", source["course-constant-layernorm-weight"])
+    restrict = built("restrict", source["course-restrict-residual"])
+    pipeline = built("pipeline", source["course-cp-async-tile"])
+    raw = built("raw", source["ptx-mma"])
+    wmma = built("wmma", source["wmma from shared memory"])
+    cutlass = built("cutlass", CUTLASS_NAMED)
+    shown = {name: {kind: library.shows(kind) for kind in ("constant_memory", "restrict_loads", "async_copies",
+                                                             "ptx_mma", "cutlass")}
+             for name, library in [("constant", constant), ("restrict", restrict), ("pipeline", pipeline),
+                                   ("raw", raw), ("wmma", wmma), ("cutlass", cutlass)]}
+    assert {name: sorted(k for k, seen in kinds.items() if seen) for name, kinds in shown.items()} == {
+        "constant": ["constant_memory"], "restrict": ["restrict_loads"], "pipeline": ["async_copies"],
+        "raw": ["ptx_mma"], "wmma": [], "cutlass": ["cutlass"]}
+    assert shown["wmma"]["ptx_mma"] is False and wmma.ptx_read
+    assert [f.short_name for f in cutlass.functions if f.is_cutlass] == ["cutlass::Kernel<Op>"]
+    summary = sentences({"matmul": raw, "attention": wmma, "layernorm": constant, "residual": restrict})
+    assert summary.ptx_mma == ("mma.sync (raw PTX or CuTe): used in matmul (mma_ptx_kernel: 1, ldmatrix 1); "
+                               "tensor cores through wmma only in attention; no tensor cores in layernorm, residual")
+    assert summary.constant_memory.startswith("__constant__ memory: read in layernorm (layernorm_constant_kernel: ")
+    assert summary.constant_memory.endswith("; not in matmul, attention, residual")
+    assert summary.restrict_loads == ("read-only loads (__restrict__, __ldg): in residual (residual_ldg_kernel: 2, "
+                                      "residual_restrict_kernel: 2); not in matmul, attention, layernorm")
+    assert sentences({"matmul": cutlass}).cutlass == "CUTLASS/CuTe kernels: in matmul (cutlass::Kernel<Op>)"
+    # What a result keeps says the same after a JSON round trip.
+    facts = raw.facts()
+    assert LibraryFacts.from_dict(json.loads(json.dumps(dataclasses.asdict(facts)))).shows("ptx_mma") is True

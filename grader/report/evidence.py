@@ -6,7 +6,7 @@ grader.evidence reads the built libraries (cuobjdump, nm); a result keeps what i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from grader.results import FunctionFacts, LibraryFacts, VariantResult
@@ -16,7 +16,8 @@ FUNCTIONS_NAMED = 3  # per kernel in a sentence; the rest are counted
 
 # Each kind of evidence a spec may ask for (its words: grader.results.EVIDENCE_WORDS): its report sentences.
 SENTENCES_OF = {"tensor_cores": ("tensor_cores",), "shared_memory": ("shared_memory", "registers"),
-                "cublas": ("cublas",)}
+                "cublas": ("cublas",), "constant_memory": ("constant_memory",), "restrict_loads": ("restrict_loads",),
+                "async_copies": ("async_copies",), "ptx_mma": ("tensor_cores", "ptx_mma"), "cutlass": ("cutlass",)}
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,16 @@ class EvidenceSummary:
     shared_memory: str
     registers: str
     warp_shuffles: str
+    # Milestone 3's techniques: said only where a variant asks for them (SENTENCES_OF), not in `lines`.
+    constant_memory: str = ""
+    restrict_loads: str = ""
+    async_copies: str = ""
+    ptx_mma: str = ""
+    cutlass: str = ""
 
     @property
     def lines(self) -> tuple[str, ...]:
+        """The sentences every evidence summary shows."""
         return self.tensor_cores, self.cublas, self.shared_memory, self.registers, self.warp_shuffles
 
 
@@ -39,17 +47,81 @@ def variant_evidence(variant: VariantResult) -> list[str]:
 
     A result stored before its libraries' facts were kept has the sentences it was stored with.
     """
+    folder = _folder_sentences(variant)
     if not variant.libraries:
-        return list(variant.evidence)
+        return list(variant.evidence) + folder
     summary = summarize_evidence(variant.libraries)
-    return [getattr(summary, line) for kind in variant.evidence_kinds for line in SENTENCES_OF.get(kind, ())]
+    lines = [getattr(summary, line) for kind in variant.evidence_kinds for line in SENTENCES_OF.get(kind, ())]
+    return list(dict.fromkeys(lines)) + folder  # ptx_mma says the tensor-core sentence too: once
+
+
+def _folder_sentences(variant: VariantResult) -> list[str]:
+    """What the folder's files show (presence and text only, nothing run), and what ncu measures of it elsewhere."""
+    lines = []
+    if variant.required_files and variant.status.value != "not_submitted":
+        lines.append(f"files: {', '.join(variant.required_found)} (matching {', '.join(variant.required_files)}; "
+                     "a presence check only)" if variant.required_found
+                     else f"files: none matching {', '.join(variant.required_files)}")
+    for label, files in variant.source_patterns.items():
+        lines.append(f"{label}: in {', '.join(files)} (the text only)" if files
+                     else f"{label}: not found in {variant.folder}/ (the text only)")
+    if variant.ncu_metrics:
+        lines.append(f"ncu: {', '.join(m.replace('_', ' ') for m in variant.ncu_metrics)} measured on a GPU runner "
+                     "(benchmarks/ncu_variants.py), reported, not scored")
+    return lines
 
 
 def summarize_evidence(by_kernel: Mapping[str, LibraryFacts]) -> EvidenceSummary:
     """The report's sentences for kernels (spec names, in the order given) and their libraries' evidence."""
-    return EvidenceSummary(_tensor_core_sentence(by_kernel), _cublas_sentence(by_kernel),
-                           _shared_memory_sentence(by_kernel), _register_sentence(by_kernel),
-                           _shuffle_sentence(by_kernel))
+    return EvidenceSummary(
+        _tensor_core_sentence(by_kernel), _cublas_sentence(by_kernel), _shared_memory_sentence(by_kernel),
+        _register_sentence(by_kernel), _shuffle_sentence(by_kernel),
+        constant_memory=_functions_sentence("__constant__ memory", "read in", "read", by_kernel,
+                                            lambda f: f.constant_reads, needs_sass=True),
+        restrict_loads=_functions_sentence("read-only loads (__restrict__, __ldg)", "in", "in", by_kernel,
+                                           lambda f: f.readonly_loads, needs_sass=True),
+        async_copies=_functions_sentence("cp.async into shared memory", "in", "in", by_kernel,
+                                         lambda f: f.async_copies, needs_sass=True),
+        ptx_mma=_ptx_mma_sentence(by_kernel),
+        cutlass=_functions_sentence("CUTLASS/CuTe kernels", "in", "in", by_kernel,
+                                    lambda f: int(f.is_cutlass), needs_sass=False, counted=False))
+
+
+def _functions_sentence(label: str, found: str, verb: str, by_kernel: Mapping[str, LibraryFacts],
+                        count: Callable[[FunctionFacts], int], needs_sass: bool, counted: bool = True) -> str:
+    """"label: read in matmul (kernel: 3); not in gelu; no evidence for ...": the kernels whose functions count."""
+    shown, absent = [], []
+    for kernel, evidence in by_kernel.items():
+        if not (evidence.sass_read if needs_sass else evidence.functions):
+            continue
+        named = [f"{name}: {count(f)}" if counted else name for name, f in _by_name(evidence) if count(f)]
+        (shown.append(f"{kernel} ({_first(named)})") if named else absent.append(kernel))
+    return f"{label}: " + _join(
+        f"{found} {', '.join(shown)}" if shown else "",
+        (f"not in {', '.join(absent)}" if shown else f"not {verb} {', '.join(absent)}") if absent else "",
+        *_unread(by_kernel, needs_sass=needs_sass))
+
+
+def _ptx_mma_sentence(by_kernel: Mapping[str, LibraryFacts]) -> str:
+    """Raw mma.sync (inline PTX, CuTe) apart from wmma: both are HMMA in SASS, only the embedded PTX tells them apart."""
+    raw, wmma, none, unread = [], [], [], _unread(by_kernel, needs_sass=True)
+    for kernel, evidence in by_kernel.items():
+        if not evidence.sass_read:
+            continue
+        if not evidence.uses_tensor_cores:
+            none.append(kernel)
+        elif not evidence.ptx_read:
+            unread.append(f"no evidence for {kernel} (no PTX embedded: mma.sync cannot be told from wmma)")
+        elif named := [f"{name}: {f.ptx_mma_instructions}" + (f", ldmatrix {f.ldmatrix_instructions}"
+                                                               if f.ldmatrix_instructions else "")
+                       for name, f in _by_name(evidence) if f.ptx_mma_instructions]:
+            raw.append(f"{kernel} ({_first(named)})")
+        else:
+            wmma.append(kernel)
+    return "mma.sync (raw PTX or CuTe): " + _join(
+        f"used in {', '.join(raw)}" if raw else "",
+        f"tensor cores through wmma only in {', '.join(wmma)}" if wmma else "",
+        f"no tensor cores in {', '.join(none)}" if none else "", *unread)
 
 
 # Sentences. Each groups a set of kernels by what their libraries show; a kernel whose library could not be read

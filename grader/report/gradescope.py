@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import KernelResult, Result
@@ -158,7 +159,10 @@ def _summary(result: Result) -> str:
         said += variant_evidence(variant)
         lines.append(f"- variant `{variant.name}`, {variant.title} ({variant.max_score:g} points, graded on every "
                      f"kernel): " + ("; ".join(said) or "its folder was laid over the base"))
-    if any(not c.public for k in result.kernels for c in k.cases):
+    hidden = any(not c.public for k in result.kernels for c in k.cases)
+    if not hidden and (credit := credit_lines(result)):  # they add up scores, which count hidden cases
+        lines += ["", *credit]
+    if hidden:
         lines += ["", "Hidden cases are graded too; their results appear after the due date."]
     if result.late and result.late.days_late:
         lines += ["", f"Submitted {result.late.days_late:g} days late: −{result.late.points_deducted:g} points."]

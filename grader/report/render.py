@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Result, VariantResult
@@ -94,7 +95,11 @@ def variant_flags(variant: VariantResult) -> list[str]:
         flags.append(f"{variant.folder}/ changes none of the files this optimization must change "
                      f"({', '.join(variant.must_change)})")
     for kernel, kinds in variant.missing_evidence.items():
-        flags.append(f"{kernel}: its binary shows no {' and no '.join(EVIDENCE_WORDS.get(k, k) for k in kinds)}")
+        words = [EVIDENCE_WORDS.get(k, k) for k in kinds]
+        if ", " in kernel:  # evidence_in = "any": shown by none of them
+            flags.append(f"{kernel}: none of their binaries shows any {' or any '.join(words)}")
+        else:
+            flags.append(f"{kernel}: its binary shows no {' and no '.join(words)}")
     for kernel, patterns in variant.missing_symbols.items():
         flags.append(f"{kernel}: calls nothing matching {', '.join(patterns)}, which {variant.name} requires")
     return flags
@@ -133,4 +138,4 @@ def context(result: Result) -> dict:
             "percent": 100 * result.score / result.max_score if result.max_score else 0.0,
             "scope": "public cases only" if result.public_only else "all cases",
             "hidden_cases": sum(not c.public for k in result.kernels for c in k.cases),
-            "compiled": compiled_files(result)}
+            "compiled": compiled_files(result), "credit": credit_lines(result)}

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
 from grader.report.render import KernelView, compiled_files, context, sizes, variant_flags
 from grader.results import KernelResult, Result
@@ -60,6 +61,8 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
         for evidence in variant_evidence(variant):
             _line(console, Text("  " + evidence))
     _line(console, Text(f"score {result.score:.4g} / {result.max_score:g}", "bold"))
+    for line in credit_lines(result):
+        _line(console, Text(line))
     _line(console, Text(f"device: {result.environment.device or 'none'}   compiler: {result.environment.compiler}   "
                         f"took {result.stages.get('total', 0):.1f} s", "dim"))
     if result.message:

@@ -17,7 +17,7 @@ from grader.spec.document import Reader, read_document
 from grader.spec.kernels import load_kernel
 from grader.spec.late import load_late_policy
 from grader.spec.model import INITS, LIBRARIES, Assignment, Kernel
-from grader.spec.variants import check_kernels, expanded, load_variants
+from grader.spec.variants import check_kernels, expanded, load_additional, load_variants
 from grader.targets import TARGET_NAMES
 
 
@@ -85,6 +85,9 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
         checks=checks,
         check_kernels=check_kernels(checks, kernels, variants, base_weight, variant_only_checks),
         variant_only_kernels=tuple(k for k in kernels if k.variant_only),
+        additional=load_additional(document.assignment.get("additional"),
+                                   top.at("additional").replace("[assignment]", "[assignment.additional]"), variants),
+        compile_error_zeroes=top.get("compile_error_zeroes", bool, False),
     )
     if assignment.name != folder.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {folder.name!r}")

@@ -23,9 +23,16 @@ PartialCredit = Literal["fraction", "all_or_nothing"]
 Init = Literal["zeros", "poison", "leftover"]
 INITS: tuple[str, ...] = ("zeros", "poison", "leftover")
 GoldSource = Literal["reference", "numpy"]
-# What a variant may ask the binaries to show of its technique (grader.evidence).
-Evidence = Literal["tensor_cores", "shared_memory", "cublas"]
-EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas")
+# What a variant may ask the binaries to show of its technique (grader.evidence; in words: results.EVIDENCE_WORDS).
+# constant_memory: SASS reads __constant__ data; restrict_loads: non-coherent loads (LDG.E.CONSTANT);
+# async_copies: cp.async (LDGSTS); ptx_mma: tensor cores from raw mma.sync in the embedded PTX, not wmma;
+# cutlass: a function named in cutlass:: or cute::.
+Evidence = Literal["tensor_cores", "shared_memory", "cublas", "constant_memory", "restrict_loads", "async_copies",
+                   "ptx_mma", "cutlass"]
+EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas", "constant_memory", "restrict_loads",
+                             "async_copies", "ptx_mma", "cutlass")
+# What ncu measures for a variant whose claim is one (grader.ncu): reported, never scored.
+NCU_METRICS: tuple[str, ...] = ("shared_bank_conflicts", "l2_hit_rate")
 # The input types a tensor-core instruction is read as taking (grader.evidence: HMMA.1684.F32.TF32 takes TF32).
 TENSOR_CORE_PRECISIONS: tuple[str, ...] = ("TF32", "FP16", "BF16", "FP64", "FP8", "FP4", "INT8", "INT4", "1-bit")
 # Libraries an assignment may link when the machine has them (their use can still be forbidden).
@@ -170,10 +177,20 @@ class Variant:
     required_symbols: tuple[str, ...] = ()  # patterns a must_change kernel's library must call (req_2: cublas*)
     evidence: tuple[Evidence, ...] = ()  # what the must_change kernels' binaries must show
     evidence_penalty: float = 0.0  # share of `weight` that missing evidence or a missing required symbol costs
+    # "each": every must_change kernel's binary must show the evidence (req_0: matmul and attention); "any": one of
+    # them is enough (op_8: the team chooses the kernels that read __constant__ memory).
+    evidence_in: Literal["each", "any"] = "each"
     # The tensor-core input types its must_change kernels may use (req_1: TF32); () allows any. A tensor-core
     # instruction of another type (FP16 WMMA) costs `precision_penalty` of the variant's points.
     tensor_core_precisions: tuple[str, ...] = ()
     precision_penalty: float = 1.0
+    # Glob patterns under the submission's root ("kernels_op_7/*.py"): the folder must hold a file matching one of
+    # them (op_7's sweep script, op_13's gpt2.cuh), or the variant scores 0 with the patterns named.
+    required_files: tuple[str, ...] = ()
+    # Facts about the folder's text, reported only: a label and a regular expression ("aligned allocations").
+    source_patterns: dict[str, str] = field(default_factory=dict)
+    # What ncu measures of its kernels where its claim is one (NCU_METRICS): reported, never scored.
+    ncu_metrics: tuple[str, ...] = ()
     # The kernels and checks it is graded on, by base name, its weight shared by theirs; None: every kernel and check
     # that is not variant-only. Kernels a named check composes are graded too, with no weight of their own.
     kernels: tuple[str, ...] | None = None
@@ -193,6 +210,27 @@ class Variant:
     def overlay_path(self, base_file: str) -> str:
         """Where the folder holds its replacement of `base_file` (`kernels/matmul.cuh`: `kernels_req_0/matmul.cuh`)."""
         return (Path(self.folder) / Path(base_file).relative_to(self.onto)).as_posix()
+
+
+@dataclass(frozen=True)
+class CreditGroup:
+    """[assignment.additional]: variants that are chosen, not all required (the course's op_7 ... op_18).
+
+    Their points must add up to `minimum` for full marks; what they add beyond it is extra credit, up to
+    `extra_credit_cap` points (None: no cap); of each `exclusive` set only the best-scoring variant counts.
+    The assignment's max_score counts `minimum` for the group, not its variants' weights.
+    """
+
+    variants: tuple[str, ...]  # the variants' names, in the spec's order
+    minimum: float
+    extra_credit_cap: float | None = None
+    exclusive: tuple[tuple[str, ...], ...] = ()
+    title: str = "additional optimizations"
+
+    @property
+    def most(self) -> float | None:
+        """The most points the group can add (minimum + cap); None: no cap."""
+        return None if self.extra_credit_cap is None else self.minimum + self.extra_credit_cap
 
 
 @dataclass(frozen=True)
@@ -247,6 +285,10 @@ class Assignment:
     check_kernels: tuple[Kernel, ...] = ()
     # The [[kernels]] marked variant_only, as written: no base result, but their gold and inputs are keyed by them.
     variant_only_kernels: tuple[Kernel, ...] = ()
+    additional: CreditGroup | None = None  # [assignment.additional]: chosen variants, a minimum, extra credit
+    # "compilation errors resulting in a 0 for your whole team's code grade": any kernel that does not build
+    # (the base's or a variant's) makes the whole score 0, with the kernel named.
+    compile_error_zeroes: bool = False
 
     @property
     def spec_file(self) -> Path:
@@ -269,7 +311,8 @@ class Assignment:
 
     @property
     def max_score(self) -> float:
-        return round(sum(k.weight for k in (*self.kernels, *self.check_kernels)), 6)
+        """The kernels' and checks' weights; an [assignment.additional] group counts its minimum, not its weights."""
+        return max_score_of(self.additional, [(k.variant, k.weight) for k in (*self.kernels, *self.check_kernels)])
 
     @property
     def inputs_file(self) -> Path:
@@ -337,3 +380,12 @@ class Assignment:
 
     def numpy_reference(self) -> ModuleType:
         return load_assignment_module(self.numpy_reference_file)
+
+
+def max_score_of(group: CreditGroup | None, weights: list[tuple[str | None, float]]) -> float:
+    """The most a grade is out of: each (variant, weight) added, the group's variants' together counted at most as
+    its minimum (a grade of some of them only: their weights, up to the minimum)."""
+    if group is None:
+        return round(sum(w for _, w in weights), 6)
+    grouped = sum(w for v, w in weights if v in group.variants)
+    return round(sum(w for v, w in weights if v not in group.variants) + min(grouped, group.minimum), 6)

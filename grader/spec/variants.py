@@ -3,6 +3,7 @@ kernel and each check copied into every variant ("req_0/matmul"), weighted as th
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -12,11 +13,14 @@ from grader.checks import CheckSpec
 from grader.errors import SpecError
 from grader.spec.document import Reader
 from grader.spec.kernels import load_tolerance
-from grader.spec.model import EVIDENCE, TENSOR_CORE_PRECISIONS, Buffer, Case, Kernel, Signature, Tolerance, Variant
+from grader.spec.model import (EVIDENCE, NCU_METRICS, TENSOR_CORE_PRECISIONS, Buffer, Case, CreditGroup, Kernel,
+                               Signature, Tolerance, Variant)
 
 VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
                 "required_symbols", "evidence", "evidence_penalty", "tensor_core_precisions", "precision_penalty",
-                "tolerances", "kernels", "defines")
+                "tolerances", "kernels", "defines", "evidence_in", "required_files", "source_patterns",
+                "ncu_metrics")
+ADDITIONAL_KEYS = ("variants", "minimum", "extra_credit_cap", "exclusive", "title")
 
 
 def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
@@ -80,6 +84,22 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
     if not 0 <= precision_penalty <= 1:
         raise SpecError(f"{where}: key 'precision_penalty' is a share of the variant's weight between 0 and 1, "
                         f"found {precision_penalty}")
+    required_files = read.strings("required_files", ())
+    for pattern in required_files:
+        if Path(pattern).is_absolute() or ".." in Path(pattern).parts or not pattern.startswith(f"{folder}/"):
+            raise SpecError(f"{where}: key 'required_files' names {pattern!r}, which is not a pattern under "
+                            f"'{folder}/' (the variant's folder)")
+    source_patterns = read.get("source_patterns", dict, {})
+    for label, pattern in source_patterns.items():
+        try:
+            re.compile(pattern if isinstance(pattern, str) else "(")
+        except re.error as error:
+            raise SpecError(f"{where}: key 'source_patterns' {label!r}: expected a regular expression, found "
+                            f"{pattern!r} ({error})") from None
+    ncu_metrics = read.strings("ncu_metrics", ())
+    if unknown_metrics := [m for m in ncu_metrics if m not in NCU_METRICS]:
+        raise SpecError(f"{where}: key 'ncu_metrics': unknown metric {unknown_metrics}; expected some of "
+                        f"{', '.join(NCU_METRICS)}")
     tolerances = {}
     names = [k.name for k in kernels]
     for kernel, tolerance in read.get("tolerances", dict, {}).items():
@@ -109,8 +129,12 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         evidence_penalty=penalty,
         tensor_core_precisions=precisions,
         precision_penalty=precision_penalty,
+        evidence_in=read.choice("evidence_in", ("each", "any"), "each"),  # type: ignore[arg-type]
         kernels=graded,
         defines=defines,
+        required_files=required_files,
+        source_patterns=dict(source_patterns),
+        ncu_metrics=ncu_metrics,
     )
 
 
@@ -124,6 +148,39 @@ def _definition(text: str, where: str) -> str:
         raise SpecError(f"{where}: key 'defines': {text!r} is not one C++ variable definition (a type, a name and "
                         "maybe '= value', as in \"bool g_enable_kv_cache = false\")")
     return definition
+
+
+def load_additional(table: Any, where: str, variants: tuple[Variant, ...]) -> CreditGroup | None:
+    """[assignment.additional]: the chosen variants (names or glob patterns), their minimum, the extra-credit cap and
+    the exclusive sets; None where the assignment has none."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: expected a table with {', '.join(ADDITIONAL_KEYS)}")
+    if unknown := set(table) - set(ADDITIONAL_KEYS):
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(ADDITIONAL_KEYS)}")
+    read = Reader(table, where)
+    patterns = read.strings("variants") if isinstance(table.get("variants"), list) else (read.get("variants", str),)
+    names = [v.name for v in variants]
+    chosen = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+    if not chosen:
+        raise SpecError(f"{where}: key 'variants' ({', '.join(patterns)}) matches none of the variants "
+                        f"({', '.join(names) or 'none'})")
+    minimum = read.get("minimum", float)
+    cap = read.get("extra_credit_cap", float, None)
+    if minimum < 0 or (cap is not None and cap < 0):
+        raise SpecError(f"{where}: keys 'minimum' and 'extra_credit_cap' are points >= 0, found {minimum}, {cap}")
+    exclusive = read.get("exclusive", list, [])
+    sets = []
+    for entry in exclusive:
+        if not isinstance(entry, list) or len(entry) < 2 or not all(isinstance(n, str) for n in entry):
+            raise SpecError(f"{where}: key 'exclusive' is a list of lists of two or more variant names, found {entry!r}")
+        if outside := [n for n in entry if n not in chosen]:
+            raise SpecError(f"{where}: key 'exclusive' names {outside}, which are not among the group's variants "
+                            f"({', '.join(chosen)})")
+        sets.append(tuple(entry))
+    return CreditGroup(variants=tuple(chosen), minimum=minimum, extra_credit_cap=cap, exclusive=tuple(sets),
+                       title=read.get("title", str, "additional optimizations"))
 
 
 def _folder(read: Reader, key: str, default: Any) -> str:

@@ -1,0 +1,99 @@
+"""gpt2-m3's additional optimizations on a real GPU: the reference's op_7, op_8, op_9 and op_17 pass all six kernels
+and the forward-pass check, worth the course's 10 points; a mutant without its technique keeps its points and is
+flagged; ncu measures a variant's bank conflicts and L2 hit rate (benchmarks/ncu_variants.py).
+
+Marked `gpu`: skipped with the reason where there is no CUDA device."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.report.credit import credit_lines
+from grader.report.evidence import variant_evidence
+from grader.report.render import variant_flags
+from grader.results import Result
+from grader.samples import variants
+from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.status import KernelStatus, Outcome
+
+from conftest import grade_variant, with_time_limit
+
+pytestmark = pytest.mark.gpu
+
+REFERENCE_OPS = {"op_7": 3, "op_8": 2, "op_9": 1, "op_17": 4}
+
+
+@pytest.fixture(scope="module")
+def m3() -> Assignment:
+    return with_time_limit(load_assignment("gpt2-m3"), 20.0)
+
+
+@pytest.fixture(scope="module")
+def reference_ops(m3: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Result:
+    return grade_variant(m3, None, tmp_path_factory.mktemp("m3-ops"), cache_dir, kernels=tuple(REFERENCE_OPS))
+
+
+def test_reference_ops_pass_and_make_the_courses_minimum(m3: Assignment, reference_ops: Result) -> None:
+    failed = [(k.name, k.message) for k in reference_ops.kernels if k.status is not KernelStatus.PASSED]
+    assert not failed, failed
+    assert {k.name for k in reference_ops.kernels} >= {f"{op}/forward" for op in REFERENCE_OPS}
+    found = {v.name: v for v in reference_ops.variants}
+    assert {name: (v.status, v.score) for name, v in found.items()} == {
+        name: (Outcome.PASSED, float(weight)) for name, weight in REFERENCE_OPS.items()}
+    assert not any(v.missing_evidence for v in found.values())
+    assert reference_ops.score == reference_ops.max_score == 10
+    group = reference_ops.additional
+    assert group.credited == 10 and group.shortfall == 0 and group.extra_credit == 0
+    assert credit_lines(reference_ops)[0] == ("additional optimizations: op_7 (3) + op_8 (2) + op_9 (1) + op_17 (4) "
+                                              "= 10: the 10 points the course asks for")
+    assert any(line.startswith("__constant__ memory: read in layernorm") for line in variant_evidence(found["op_8"]))
+
+
+def test_a_restrict_mutant_keeps_its_point_and_is_flagged(m3: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+    sample = next(v for v in variants(m3) if v.name == "mutant-op9-const-without-restrict")
+    result = grade_variant(m3, sample, tmp_path, cache_dir, kernels=("op_9",), public_only=True)
+    op_9 = next(v for v in result.variants if v.name == "op_9")
+    assert op_9.status is Outcome.PASSED and op_9.score == 1, op_9.message
+    assert variant_flags(op_9)[-1].endswith("none of their binaries shows any read-only (non-coherent) global load")
+
+
+def test_ncu_measures_bank_conflicts_and_the_l2_hit_rate_of_a_variant(tmp_path: Path, cache_dir: Path) -> None:
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    if not Path(ncu).is_file():
+        pytest.skip("ncu (Nsight Compute) is not installed")
+    path = PROJECT_ROOT / "benchmarks" / "ncu_variants.py"
+    spec = importlib.util.spec_from_file_location("ncu_variants", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out = tmp_path / "ncu.json"
+    assert module.main(["--variants", "op_17", "--metrics", "shared_bank_conflicts,l2_hit_rate", "--json", str(out),
+                        "--cache-dir", str(cache_dir), "--ncu", ncu]) == 0
+    import json
+
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["variant"], r["kernel"], r["metric"]) for r in rows} >= {
+        (None, "matmul", "shared_bank_conflicts"), ("op_17", "matmul", "shared_bank_conflicts"),
+        (None, "matmul", "l2_hit_rate"), ("op_17", "matmul", "l2_hit_rate")}
+    for row in rows:
+        assert math.isfinite(row["value"]) and row["value"] >= 0, row
+        if row["metric"] == "l2_hit_rate":
+            assert row["value"] <= 100, row
+
+
+@pytest.mark.parametrize("name", ["course-op15-mma-sync-tf32", "mutant-op15-wmma", "mutant-op8-constant-never-read"])
+def test_op_samples_pass_every_kernel(m3: Assignment, tmp_path: Path, cache_dir: Path, name: str) -> None:
+    """Their VARIANT.toml's expectation: every kernel of the variant passes (evidence is reported, not scored)."""
+    sample = next(v for v in variants(m3) if v.name == name)
+    variant = sample.kernel.split("/")[0]
+    result = grade_variant(m3, sample, tmp_path, cache_dir, kernels=(variant,), public_only=True)
+    kernel = next(k for k in result.kernels if k.name == sample.kernel)
+    assert kernel.status is sample.expect and kernel.score == kernel.max_score, kernel.message
+    found = next(v for v in result.variants if v.name == variant)
+    assert found.status is Outcome.PASSED and found.score == found.max_score, found.message
