@@ -3,7 +3,7 @@
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
 #   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled traffic class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
-#                                               traffic
+#                                               traffic m3-local m3-kv m3-ops m3-competition m3-flash m3
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -66,6 +66,15 @@ for part in $parts; do
     # Issue 26: tiled-matmul's global loads per output under ncu (L2 read sectors), naive against tile 8, 16, 32.
     traffic) run tiled-traffic 150 python3 benchmarks/tiled_matmul_traffic.py --budget-s 130 \
                --out "$out/tiled-traffic.md" --json "$out/tiled-traffic.json" ;;
+    # Issue 23: gpt2-m3, each required optimization's and the additional ones' GPU tests, the competition, the whole
+    # reference graded at once (m3).
+    m3-local) run gpu-m3-local 120 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_local.py ;;
+    m3-kv) run gpu-m3-kv 200 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider tests/test_gpu_gpt2_m3_kv.py ;;
+    m3-ops) run gpu-m3-ops 150 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider tests/test_gpu_gpt2_m3_ops.py ;;
+    m3-competition) run gpu-m3-competition 150 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider \
+      tests/test_gpu_gpt2_m3_competition.py ;;
+    m3-flash) run gpu-m3-flash 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_flash.py ;;
+    m3) run gpu-m3 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3.py ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
     # Where a harness's time goes, per backend: the per-kernel interpreter start and GPU initialisation.
