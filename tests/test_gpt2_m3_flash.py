@@ -1,0 +1,167 @@
+"""gpt2-m3's req_4 (FlashAttention) without a GPU: the `untouched` evidence that the T x T matrix is never built (the
+spec poisons req_4's att and asks the harness to count its writes; the harness counts on host arrays here as on the
+device; the variant reports, or costs, a call that wrote it), and the reference and samples built with nvcc. The
+numbers of the course-style FlashAttention orders are checked by tests/test_gpt2_m3_flash_emulated.py; the GPU
+runs are tests/test_gpu_gpt2_m3_flash.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.boundary import harness
+from grader.boundary.cpp_device import HostDevice
+from grader.boundary.protocol import POISON_BITS, BufferArgument, Ended, EndStatus, Written
+from grader.errors import SpecError
+from grader.options import Options
+from grader.pipeline import Built, build_stage
+from grader.results import CaseResult, KernelResult, Result, ScratchWritten
+from grader.samples import compose, variants
+from grader.scoring import score_variants
+from grader.sources import VariantSources
+from grader.spec import Assignment, allocation_of, load_assignment
+from grader.status import BuildStatus, CaseStatus, KernelStatus
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@pytest.fixture(scope="module")
+def m3() -> Assignment:
+    return load_assignment("gpt2-m3")
+
+
+# The spec: req_4's att starts poisoned and is counted; nothing else changes.
+
+def test_req_4s_attention_poisons_att_and_counts_its_writes_and_nothing_else_does(m3: Assignment) -> None:
+    untouched = m3.variant("req_4").untouched
+    assert untouched is not None and (untouched.buffer, untouched.penalty) == ("att", 0.0)
+    assert 0 < untouched.at_most_written < 1
+    counted = {(k.name, b.name) for k in m3.kernels for b in k.buffers if b.count_written}
+    assert counted == {("req_4/attention", "att")}
+    flash, base = m3.kernel("req_4/attention"), m3.kernel("attention")
+    assert flash.buffer("att").init == "poison" and base.buffer("att").init == "zeros"  # the course's zeroed scratch
+    # The rest of the buffer, and every case, as milestone 1 has them.
+    assert flash.cases == base.cases and flash.buffer("att").shape == base.buffer("att").shape
+    assert flash.buffer("qkvr") == base.buffer("qkvr") and flash.buffer("inp") == base.buffer("inp")
+
+
+@pytest.mark.parametrize("untouched, expected", [
+    ('{ buffer = "out", at_most_written = 0.01 }', "buffer 'out' is no kernel's scratch buffer"),
+    ('{ buffer = "att", at_most_written = 1.5 }', "key 'at_most_written' is a share between 0 and 1, found 1.5"),
+    ('{ buffer = "att", at_most_written = 0.01, penalty = -1 }', "key 'penalty' is a share between 0 and 1"),
+    ('{ buffer = "att", at_most = 0.01 }', "unknown key(s) ['at_most']"),
+    ('"att"', "expected a table like"),
+])
+def test_a_wrong_untouched_table_names_the_variant_and_the_key(tmp_path: Path, untouched: str, expected: str) -> None:
+    (tmp_path / "gpt2-m1").symlink_to(load_assignment("gpt2-m1").root)  # based_on names a sibling folder
+    folder = tmp_path / "gpt2-flash"
+    folder.mkdir()
+    (folder / "assignment.toml").write_text(f'[assignment]\nname = "gpt2-flash"\nbased_on = "gpt2-m1"\n\n'
+                                            f'[[variants]]\nname = "req_4"\nfolder = "kernels_req_4"\nweight = 6\n'
+                                            f'must_change = ["kernels/attention.cuh"]\nuntouched = {untouched}\n')
+    with pytest.raises(SpecError) as error:
+        load_assignment(folder)
+    assert "variant 'req_4' key 'untouched'" in str(error.value) and expected in str(error.value), str(error.value)
+
+
+# The harness half: the count, on host arrays (a NumPy "device": the same code reads a GPU's back in chunks).
+
+def poisoned_scratch(device: HostDevice, elements: int, tmp_path: Path) -> harness.Buffer:
+    argument = BufferArgument("att", "scratch", "float32", (elements,), elements, False, False, "poison", True)
+    return harness.allocate(device, argument, tmp_path, sanitizer=False)
+
+
+@pytest.mark.parametrize("chunk", [harness.COUNT_CHUNK, 7])
+def test_the_harness_counts_the_elements_a_call_wrote_over_the_poison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       chunk: int) -> None:
+    monkeypatch.setattr(harness, "COUNT_CHUNK", chunk)  # 7: chunks that split the buffer unevenly
+    device = HostDevice()
+    buffer = poisoned_scratch(device, 100, tmp_path)
+    assert buffer.written(device) == Written("att", 0, 100)
+    inside = buffer.allocation[buffer.margin:buffer.margin + 100]
+    written = np.random.default_rng(0).choice(100, size=37, replace=False)
+    # Zeros, NaNs of other payloads and ordinary floats are all writes; only the poison's exact bits are not.
+    inside[written] = np.array([0.0, np.nan, -1.5, 3e38] * 10, dtype=np.float32)[:37]
+    # A write into the margin is out of bounds (its own finding), not a write of the buffer.
+    buffer.allocation[buffer.margin + 100] = 1.0
+    assert buffer.written(device) == Written("att", 37, 100)
+    assert buffer.outside_writes(device) == "1 element(s) past the end of att"
+    inside[:] = 0.0  # the course's softmax: every element, the masked triangle's zeros too
+    assert buffer.written(device) == Written("att", 100, 100)
+
+
+def test_the_count_travels_in_the_end_event_and_a_forged_one_reads_as_absent() -> None:
+    ended = Ended(EndStatus.OK, 1.0, 0.5, written=(Written("att", 3, 4),))
+    assert Ended.read(json.loads(json.dumps({"event": "end", **ended.fields()}))) == ended
+    forged = {"event": "end", "status": "ok", "written": [{"buffer": "att", "written": 5, "elements": 4},
+                                                          {"buffer": "att", "written": -1, "elements": 4},
+                                                          {"buffer": 3, "written": 0, "elements": 4},
+                                                          {"buffer": "att", "written": True, "elements": 4},
+                                                          "att", {"buffer": "qkvr", "written": 0, "elements": 9}]}
+    assert Ended.read(forged).written == (Written("qkvr", 0, 9),)
+    assert Ended.read({"event": "end", "status": "ok", "written": "all"}).written == ()
+
+
+# The variant: reported, or costing its penalty, with the case and the count in words.
+
+def graded(m3: Assignment, shares: dict[str, float]) -> list[KernelResult]:
+    """req_4's kernels all passed; attention's cases wrote these shares of att (by case name; absent: nothing)."""
+    results = []
+    for kernel in m3.kernels_of("req_4"):
+        cases = []
+        for case in kernel.cases:
+            written = []
+            if kernel.base == "attention":
+                elements = allocation_of(kernel.buffer("att"), case.params)
+                written = [ScratchWritten("att", round(shares.get(case.name, 0.0) * elements), elements)]
+            cases.append(CaseResult(case.name, case.public, CaseStatus.PASSED, True, "", scratch_written=written))
+        results.append(KernelResult(kernel.name, kernel.weight, kernel.weight, KernelStatus.PASSED, "", cases,
+                                    variant="req_4"))
+    return results
+
+
+def test_a_flash_attention_that_writes_no_att_has_nothing_flagged(m3: Assignment) -> None:
+    _, (req_4,) = score_variants(m3, graded(m3, {}), (VariantSources("req_4", "kernels_req_4", True),), {})
+    assert req_4.score == req_4.max_score and req_4.penalty == 0 and req_4.overwritten == []
+    assert (req_4.untouched, req_4.at_most_written) == ("att", 0.01)
+    assert "att" not in req_4.message
+
+
+def test_an_attention_that_writes_att_is_reported_with_the_case_and_the_count(m3: Assignment) -> None:
+    everything = {case.name: 1.0 for case in m3.kernel("attention").cases}
+    _, (req_4,) = score_variants(m3, graded(m3, everything), (VariantSources("req_4", "kernels_req_4", True),), {})
+    assert req_4.score == req_4.max_score and req_4.penalty == 0  # the spec's penalty is 0: reported only
+    assert req_4.overwritten == [f"attention/{case.name}" for case in m3.kernel("attention").cases]
+    # The largest case is named: gpt2-full's B * NH * T * T.
+    assert ("attention wrote 100% of att (50,331,648 of 50,331,648 elements in case 'gpt2-full'; more than 1% in "
+            "5 of 5 cases): the T x T matrix was materialised (reported, not scored)") in req_4.message, req_4.message
+    # It survives the result's JSON.
+    stored = Result.from_json(json.dumps({"assignment": "x", "assignment_version": "1", "title": "", "score": 0,
+                                          "max_score": 0, "kernels": [], "submission": {"path": "."},
+                                          "environment": {"grader_version": "", "target": "", "device": "",
+                                                          "compiler": "", "sandbox": "", "sandbox_enforced": [],
+                                                          "host": "", "python": ""},
+                                          "stages": {}, "seed": {}, "public_only": False, "graded_at": "",
+                                          "variants": [json.loads(json.dumps(req_4.__dict__, default=str))]}))
+    assert stored.variants[0].overwritten == req_4.overwritten
+
+
+def test_a_spec_penalty_makes_a_written_att_cost_the_variant(m3: Assignment) -> None:
+    from dataclasses import replace
+
+    variant = replace(m3.variant("req_4"), untouched=replace(m3.variant("req_4").untouched, penalty=0.5))
+    costly = replace(m3, variants=(variant,))
+    # Only the long cases wrote it (as an implementation that falls back to the M1 path above some T would).
+    kernels, (req_4,) = score_variants(costly, graded(m3, {"gpt2-full": 0.5, "t-not-multiple-of-32": 1.0}),
+                                       (VariantSources("req_4", "kernels_req_4", True),), {})
+    assert req_4.penalty == pytest.approx(3.0) and req_4.score == pytest.approx(3.0)
+    assert req_4.overwritten == ["attention/t-not-multiple-of-32", "attention/gpt2-full"]
+    assert "more than 1% in 2 of 5 cases" in req_4.message and "(−3)" in req_4.message
+    # Within the bound: a few elements (a kernel that stores its row statistics there) cost nothing.
+    _, (slight,) = score_variants(costly, graded(m3, {"gpt2-full": 0.005}),
+                                  (VariantSources("req_4", "kernels_req_4", True),), {})
+    assert slight.penalty == 0 and slight.overwritten == []
