@@ -165,3 +165,47 @@ def test_a_spec_penalty_makes_a_written_att_cost_the_variant(m3: Assignment) -> 
     _, (slight,) = score_variants(costly, graded(m3, {"gpt2-full": 0.005}),
                                   (VariantSources("req_4", "kernels_req_4", True),), {})
     assert slight.penalty == 0 and slight.overwritten == []
+
+
+# The reference and the samples, built with nvcc (run on the H200: tests/test_gpu_gpt2_m3_flash.py).
+
+SAMPLES = ("course-flash1-row-per-thread", "course-flash2-warp-per-row", "mutant-flash-no-rescale",
+           "mutant-flash-causal-off-by-one", "mutant-flash-materialises-att")
+
+
+@pytest.fixture(scope="module")
+def flash_builds(m3: Assignment, cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
+    """req_4's attention built from the reference and from each sample laid over it (one nvcc build each)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    options = Options(cache_dir=cache_dir, kernels=("req_4/attention",))
+    builds = {"reference": build_stage(m3.reference_dir, m3, options)}
+    by_name = {s.name: s for s in variants(m3)}
+    for name in SAMPLES:
+        folder = compose(m3, by_name[name], tmp_path_factory.mktemp(name) / name)
+        builds[name] = build_stage(folder, m3, options)
+    return builds
+
+
+def test_the_samples_are_req_4s_course_ports_and_mutants_with_their_outcomes(m3: Assignment) -> None:
+    found = {s.name: s for s in variants(m3) if s.name in SAMPLES}
+    assert set(found) == set(SAMPLES) and all(s.kernel == "req_4/attention" for s in found.values())
+    assert {n for n, s in found.items() if s.expect is KernelStatus.PASSED} == \
+        {"course-flash1-row-per-thread", "course-flash2-warp-per-row", "mutant-flash-materialises-att"}
+    for name in ("mutant-flash-no-rescale", "mutant-flash-causal-off-by-one"):
+        assert found[name].expect is KernelStatus.FAILED and "single-token" not in found[name].failed_cases
+
+
+@needs_nvcc
+def test_the_reference_and_every_sample_build_and_change_attention(flash_builds: dict[str, Built]) -> None:
+    for name, built in flash_builds.items():
+        artifact = built.artifacts["req_4/attention"]
+        assert artifact.status is BuildStatus.BUILT, (name, artifact.message)
+        assert not artifact.forbidden_symbols, name
+        # Each replaces milestone 1's attention.cuh: none leaves the file the variant must change as it was.
+        assert [v.unchanged for v in built.variants] == [()], name
+    # Shared memory holds the tiles in every FlashAttention (the materialising one needs none).
+    for name in ("reference", "course-flash1-row-per-thread", "course-flash2-warp-per-row"):
+        library = flash_builds[name].artifacts["req_4/attention"].evidence
+        if library is not None and library.functions:
+            assert library.uses_shared_memory, name
