@@ -167,6 +167,99 @@ def test_a_spec_penalty_makes_a_written_att_cost_the_variant(m3: Assignment) -> 
     assert slight.penalty == 0 and slight.overwritten == []
 
 
+# The whole path on the CPU (the cpp target, g++): spec -> plan -> harness count -> end event -> case -> variant.
+
+TINY_SPEC = """
+[assignment]
+name = "tiny-untouched"
+version = "1"
+target = "cpp"
+provided = []
+source_dirs = ["src"]
+public_seed = 7
+compile_flags = ["-O2", "-std=c++17"]
+gold = "numpy"
+scratch_init = "zeros"
+time_limit_s = 20.0
+
+[[kernels]]
+name = "rowsum"
+weight = 1
+header = "src/rowsum.h"
+sources = ["src/rowsum.h", "src/rowsum.cpp"]
+signature = "void rowsum(float* out, float* scores, const float* x, int N)"
+tolerance = { atol = 1e-4, rtol = 1e-4 }
+buffers.out = { role = "output", shape = "N" }
+buffers.scores = { role = "scratch", shape = "N, N" }
+buffers.x = { role = "input", shape = "N, N" }
+cases = [{ name = "small", public = true, N = 3 }, { name = "larger", public = true, N = 40 }]
+
+[[variants]]
+name = "fused"
+folder = "src_fused"
+weight = 2
+must_change = ["src/rowsum.cpp"]
+untouched = { buffer = "scores", at_most_written = 0.01, PENALTY meaning = "the N x N matrix was built" }
+"""
+TINY_INPUTS = ("import numpy as np\n\n\ndef make_inputs(kernel, case, rng):\n"
+               "    return {'x': rng.uniform(-1, 1, (case['N'], case['N'])).astype(np.float32)}\n")
+TINY_GOLD = "def rowsum(x, **_):\n    return {'out': x.astype('float64').sum(axis=1)}\n"
+HEADER = "#pragma once\nvoid rowsum(float* out, float* scores, const float* x, int N);\n"
+# Through the N x N scratch (every element), or straight from x (none of it).
+MATERIALISED = ('#include "rowsum.h"\nvoid rowsum(float* out, float* scores, const float* x, int N) {\n'
+                "    for (int i = 0; i < N * N; i++) scores[i] = x[i];\n"
+                "    for (int i = 0; i < N; i++) { float s = 0; for (int j = 0; j < N; j++) s += scores[i * N + j]; "
+                "out[i] = s; }\n}\n")
+FUSED = ('#include "rowsum.h"\nvoid rowsum(float* out, float* scores, const float* x, int N) {\n'
+         "    for (int i = 0; i < N; i++) { float s = 0; for (int j = 0; j < N; j++) s += x[i * N + j]; out[i] = s; }\n}\n")
+
+
+def tiny_pack(root: Path, penalty: float | None = None) -> Assignment:
+    pack = root / "tiny-untouched"
+    pack.mkdir(parents=True)
+    (pack / "assignment.toml").write_text(TINY_SPEC.replace("PENALTY ", f"penalty = {penalty}, " if penalty else ""))
+    (pack / "inputs.py").write_text(TINY_INPUTS)
+    (pack / "numpy_reference.py").write_text(TINY_GOLD)
+    return load_assignment(pack)
+
+
+def tiny_submission(folder: Path, fused: str) -> Path:
+    for relative, text in {"src/rowsum.h": HEADER, "src/rowsum.cpp": MATERIALISED, "src_fused/rowsum.cpp": fused}.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    return folder
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_a_graded_variant_counts_its_untouched_scratch_from_the_harness_to_the_report(tmp_path: Path,
+                                                                                      cache_dir: Path) -> None:
+    from grader.pipeline import grade
+
+    pack = tiny_pack(tmp_path / "packs")
+    fused = grade(tiny_submission(tmp_path / "fused", FUSED), pack, Options(cache_dir=cache_dir))
+    cases = {k.name: {c.name: c for c in k.cases} for k in fused.kernels}
+    # The base kernel's scratch starts zeroed and is not counted; the variant's starts poisoned and is.
+    assert all(c.passed and c.scratch_written == [] for c in cases["rowsum"].values())
+    assert {name: c.scratch_written for name, c in cases["fused/rowsum"].items()} == \
+        {"small": [ScratchWritten("scores", 0, 9)], "larger": [ScratchWritten("scores", 0, 1600)]}
+    assert fused.variants[0].overwritten == [] and fused.variants[0].score == 2
+
+    # The variant's file materialises too (a comment apart, so that it still changes the file it must change).
+    built = grade(tiny_submission(tmp_path / "built", MATERIALISED.replace("x[i];", "x[i];  // copied first")),
+                  pack, Options(cache_dir=cache_dir))
+    variant = built.variants[0]
+    assert [c.scratch_written for c in built.kernels[1].cases] == \
+        [[ScratchWritten("scores", 9, 9)], [ScratchWritten("scores", 1600, 1600)]]
+    assert variant.overwritten == ["rowsum/small", "rowsum/larger"] and variant.score == 2
+    assert variant.message == ("fused: rowsum wrote 100% of scores (1,600 of 1,600 elements in case 'larger'; more "
+                               "than 1% in 2 of 2 cases): the N x N matrix was built (reported, not scored)")
+    # The stored result keeps the counts.
+    assert Result.from_json(built.to_json()).kernels[1].cases[1].scratch_written == [ScratchWritten("scores", 1600, 1600)]
+
+    costly = grade(tmp_path / "built", tiny_pack(tmp_path / "costly", penalty=0.5), Options(cache_dir=cache_dir))
+    assert costly.variants[0].score == 1 and costly.variants[0].penalty == 1
+
+
 # The reference and the samples, built with nvcc (run on the H200: tests/test_gpu_gpt2_m3_flash.py).
 
 SAMPLES = ("course-flash1-row-per-thread", "course-flash2-warp-per-row", "mutant-flash-no-rescale",
