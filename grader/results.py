@@ -83,6 +83,9 @@ class CaseResult:
     inputs_modified: list[str] = field(default_factory=list)  # input buffers it wrote into
     signal: str | None = None  # the signal that killed its harness ("SIGSEGV"), where one did
     scratch_written: list[ScratchWritten] = field(default_factory=list)  # what it wrote of scratch to leave untouched
+    # Where its variant asks that: the device memory the call took beyond its arguments, sampled while it ran (what it
+    # cudaMalloc'd for itself, a library's workspace; device-wide, so another process's allocation shows too).
+    peak_extra_bytes: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CaseStatus(self.status))  # loaded JSON and callers may pass the string
@@ -302,6 +305,9 @@ class VariantResult:
     untouched: str | None = None
     at_most_written: float | None = None
     overwritten: list[str] = field(default_factory=list)
+    # In those cases, the most device memory one call took beyond its arguments, and that case ("attention/gpt2-full").
+    peak_extra_bytes: int | None = None
+    peak_case: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Outcome(self.status))

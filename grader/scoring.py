@@ -18,6 +18,7 @@ from grader.evidence import LibraryEvidence
 from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, GroupResult, KernelResult, Mismatch,
                             ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
+from grader.sandbox import size_in_words
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
 from grader.sources import VariantSources
 from grader.spec import Assignment, Case, Kernel, Tolerance, Variant
@@ -60,7 +61,7 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         nonfinite=verdict.nonfinite, zeros=verdict.zeros, transposed=verdict.transposed, row_shift=verdict.row_shift,
         params=_sizes(case), out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
         signal=outcome.signal, scratch_written=[ScratchWritten(w.buffer, w.written, w.elements) for w in outcome.written],
-        **judged,
+        peak_extra_bytes=None if outcome.peak_extra_bytes is None else int(outcome.peak_extra_bytes), **judged,
     )
 
 
@@ -236,6 +237,8 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
         messages.append(f"{reason} (−{cost:.3g})")
         penalty += cost
     overwritten: list[str] = []
+    peak: tuple[int, str] | None = None  # the most device memory one call took beyond its arguments, and its case
+    notes: list[str] = []  # said after the outcome, whatever it is
     if variant.untouched is not None:
         overwritten, words = _overwritten(members, variant)
         earned = sum(m.score for m in members)
@@ -246,11 +249,17 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
             penalty += cost
         elif overwritten:
             messages.append(f"{words} (reported, not scored)")
+        peak = max(((c.peak_extra_bytes, f"{m.name.split('/', 1)[-1]}/{c.name}") for m in members for c in m.cases
+                    if c.peak_extra_bytes is not None), default=None)
+        if peak is not None:
+            kernel, case = peak[1].split("/", 1)
+            notes.append(f"{kernel}'s calls took at most {size_in_words(peak[0])} of device memory beyond their "
+                         f"arguments (case '{case}'; sampled while it ran)")
     score = round(sum(m.score for m in members), 6)
     status = Outcome.of(SubmissionStatus.GRADED, (m.status for m in members))
     if status is Outcome.PASSED and score < max_score - 1e-9:
         status = Outcome.FAILED
-    message = "; ".join(messages) or f"all {len(members)} kernels passed"
+    message = "; ".join((messages or [f"all {len(members)} kernels passed"]) + notes)
     if not message.startswith(variant.name):
         message = f"{variant.name}: {message}"
     return members, VariantResult(score=score, status=status, message=message, missing_evidence=missing_evidence,
@@ -259,7 +268,8 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
                                   libraries=libraries, penalty=round(penalty, 6),
                                   untouched=variant.untouched.buffer if variant.untouched else None,
                                   at_most_written=variant.untouched.at_most_written if variant.untouched else None,
-                                  overwritten=overwritten, **facts)
+                                  overwritten=overwritten, peak_extra_bytes=peak[0] if peak else None,
+                                  peak_case=peak[1] if peak else None, **facts)
 
 
 def _overwritten(members: list[KernelResult], variant: Variant) -> tuple[list[str], str]:

@@ -106,10 +106,37 @@ def test_the_count_travels_in_the_end_event_and_a_forged_one_reads_as_absent() -
     assert Ended.read({"event": "end", "status": "ok", "written": "all"}).written == ()
 
 
+
+class ShrinkingDevice:
+    """A device whose free memory the test moves while a "call" runs (the sampler reads it from its own thread)."""
+
+    def __init__(self, free: int | None) -> None:
+        self.free = free
+
+    def free_bytes(self) -> int | None:
+        return self.free
+
+
+def test_the_memory_sampler_sees_what_a_call_took_and_gave_back_before_returning() -> None:
+    import time
+
+    device = ShrinkingDevice(10 << 30)
+    with harness.MemorySampler(device) as sampler:  # type: ignore[arg-type]
+        device.free -= 192 << 20  # a T x T buffer cudaMalloc'd ...
+        time.sleep(50 * harness.SAMPLE_INTERVAL_S)
+        device.free += 192 << 20  # ... and freed before the call returns
+        time.sleep(5 * harness.SAMPLE_INTERVAL_S)
+    assert sampler.peak_extra_bytes == 192 << 20
+    assert not sampler.thread.is_alive()
+    with harness.MemorySampler(ShrinkingDevice(None)) as nothing:  # type: ignore[arg-type]
+        pass
+    assert nothing.peak_extra_bytes is None and not nothing.thread.is_alive()  # no device memory: no thread
+
 # The variant: reported, or costing its penalty, with the case and the count in words.
 
-def graded(m3: Assignment, shares: dict[str, float]) -> list[KernelResult]:
-    """req_4's kernels all passed; attention's cases wrote these shares of att (by case name; absent: nothing)."""
+def graded(m3: Assignment, shares: dict[str, float], peaks: dict[str, int] | None = None) -> list[KernelResult]:
+    """req_4's kernels all passed; attention's cases wrote these shares of att (by case name; absent: nothing) and
+    took this device memory beyond their arguments (absent: not measured)."""
     results = []
     for kernel in m3.kernels_of("req_4"):
         cases = []
@@ -118,7 +145,9 @@ def graded(m3: Assignment, shares: dict[str, float]) -> list[KernelResult]:
             if kernel.base == "attention":
                 elements = allocation_of(kernel.buffer("att"), case.params)
                 written = [ScratchWritten("att", round(shares.get(case.name, 0.0) * elements), elements)]
-            cases.append(CaseResult(case.name, case.public, CaseStatus.PASSED, True, "", scratch_written=written))
+            peak = (peaks or {}).get(case.name) if kernel.base == "attention" else None
+            cases.append(CaseResult(case.name, case.public, CaseStatus.PASSED, True, "", scratch_written=written,
+                                    peak_extra_bytes=peak))
         results.append(KernelResult(kernel.name, kernel.weight, kernel.weight, KernelStatus.PASSED, "", cases,
                                     variant="req_4"))
     return results
@@ -128,7 +157,16 @@ def test_a_flash_attention_that_writes_no_att_has_nothing_flagged(m3: Assignment
     _, (req_4,) = score_variants(m3, graded(m3, {}), (VariantSources("req_4", "kernels_req_4", True),), {})
     assert req_4.score == req_4.max_score and req_4.penalty == 0 and req_4.overwritten == []
     assert (req_4.untouched, req_4.at_most_written) == ("att", 0.01)
-    assert "att" not in req_4.message
+    assert "of att" not in req_4.message and req_4.message == "req_4: all 6 kernels passed"
+
+
+def test_the_device_memory_a_call_took_is_said_beside_with_its_case(m3: Assignment) -> None:
+    peaks = {"single-token": 2 << 20, "gpt2-full": 194 << 20, "odd-sizes": 0}
+    _, (req_4,) = score_variants(m3, graded(m3, {}, peaks), (VariantSources("req_4", "kernels_req_4", True),), {})
+    assert (req_4.peak_extra_bytes, req_4.peak_case) == (194 << 20, "attention/gpt2-full")
+    assert req_4.message == ("req_4: all 6 kernels passed; attention's calls took at most 194 MiB of device memory "
+                             "beyond their arguments (case 'gpt2-full'; sampled while it ran)")
+    assert req_4.score == req_4.max_score  # reported beside, never scored
 
 
 def test_an_attention_that_writes_att_is_reported_with_the_case_and_the_count(m3: Assignment) -> None:
@@ -263,7 +301,7 @@ def test_a_graded_variant_counts_its_untouched_scratch_from_the_harness_to_the_r
 # The reference and the samples, built with nvcc (run on the H200: tests/test_gpu_gpt2_m3_flash.py).
 
 SAMPLES = ("course-flash1-row-per-thread", "course-flash2-warp-per-row", "mutant-flash-no-rescale",
-           "mutant-flash-causal-off-by-one", "mutant-flash-materialises-att")
+           "mutant-flash-causal-off-by-one", "mutant-flash-materialises-att", "mutant-flash-scores-in-own-buffer")
 
 
 @pytest.fixture(scope="module")
@@ -284,7 +322,8 @@ def test_the_samples_are_req_4s_course_ports_and_mutants_with_their_outcomes(m3:
     found = {s.name: s for s in variants(m3) if s.name in SAMPLES}
     assert set(found) == set(SAMPLES) and all(s.kernel == "req_4/attention" for s in found.values())
     assert {n for n, s in found.items() if s.expect is KernelStatus.PASSED} == \
-        {"course-flash1-row-per-thread", "course-flash2-warp-per-row", "mutant-flash-materialises-att"}
+        {"course-flash1-row-per-thread", "course-flash2-warp-per-row", "mutant-flash-materialises-att",
+         "mutant-flash-scores-in-own-buffer"}
     for name in ("mutant-flash-no-rescale", "mutant-flash-causal-off-by-one"):
         assert found[name].expect is KernelStatus.FAILED and "single-token" not in found[name].failed_cases
 

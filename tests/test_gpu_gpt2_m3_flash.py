@@ -1,6 +1,7 @@
 """gpt2-m3's req_4 (FlashAttention) on a real GPU: the reference's full marks with att never written, the course-style
-ports passing, the mutants failing exactly their named cases, and the materialising one passing but reported for the
-T x T matrix it wrote into att (or costing req_4 where a spec sets the penalty).
+ports passing, the mutants failing exactly their named cases, the materialising one passing but reported for the
+T x T matrix it wrote into att (or costing req_4 where a spec sets the penalty), and the one that builds the matrix in
+a cudaMalloc'd buffer of its own reported for the device memory its calls took.
 
 Marked `gpu`: skipped with the reason where there is no CUDA device. Only req_4's kernels are graded (the samples:
 req_4/attention alone, every case), which keeps the file to a minute or two on an H200.
@@ -54,7 +55,9 @@ def written_of(kernel: KernelResult) -> dict[str, tuple[int, int]]:
 
 @pytest.fixture(scope="module")
 def reference(m3: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Result:
-    return grade_variant(m3, None, tmp_path_factory.mktemp("m3-flash-reference"), cache_dir, kernels=("req_4",))
+    # One harness at a time: the device memory a call takes is read device-wide (another harness's buffers would show).
+    return grade_variant(m3, None, tmp_path_factory.mktemp("m3-flash-reference"), cache_dir, kernels=("req_4",),
+                         harnesses=1)
 
 
 def test_reference_scores_full_marks_on_req_4_without_writing_att(m3: Assignment, reference: Result) -> None:
@@ -63,7 +66,11 @@ def test_reference_scores_full_marks_on_req_4_without_writing_att(m3: Assignment
     assert {k.name: k.status for k in reference.kernels} == {k.name: KernelStatus.PASSED for k in reference.kernels}
     # att started poisoned in every case, and not one of its elements was written.
     assert written_of(kernels_of(reference)[FLASH]) == {name: (0, n) for name, n in att_elements(m3).items()}
-    assert req_4.untouched == "att" and req_4.overwritten == [] and "att" not in req_4.message
+    assert req_4.untouched == "att" and req_4.overwritten == [] and "of att" not in req_4.message
+    # Beside it, the device memory its calls took beyond their arguments: module loading at most, no T x T matrix
+    # (gpt2-full's is 192 MiB).
+    assert req_4.peak_extra_bytes is not None and req_4.peak_extra_bytes < 32 << 20, req_4.message
+    assert "of device memory beyond their arguments" in req_4.message
     # Float32 online softmax against the float64 truth: far inside the inherited tolerance.
     assert all(c.tolerance_used is not None and c.tolerance_used < 0.1 for c in kernels_of(reference)[FLASH].cases)
 
@@ -75,7 +82,8 @@ def test_course_style_flash_attention_passes_every_case_without_writing_att(m3: 
     flash = kernels_of(result)[FLASH]
     assert flash.status is KernelStatus.PASSED and flash.score == flash.max_score, flash.message
     assert written_of(flash) == {case: (0, n) for case, n in att_elements(m3).items()}
-    assert req_4_of(result).overwritten == []
+    # The FA1 port's l and m (cudaMalloc'd, 384 KiB at gpt2-full) are a page or two, nothing T x T.
+    assert req_4_of(result).overwritten == [] and req_4_of(result).peak_extra_bytes < 32 << 20
 
 
 @pytest.mark.parametrize("name", ["mutant-flash-no-rescale", "mutant-flash-causal-off-by-one"])
@@ -114,6 +122,18 @@ def test_a_spec_penalty_makes_the_materialised_matrix_cost_req_4(m3: Assignment,
     req_4 = req_4_of(result)
     assert req_4.score == 0 and req_4.penalty == pytest.approx(req_4.max_score), req_4.message
     assert req_4.overwritten == ["attention/single-token", "attention/odd-sizes"]
+
+
+def test_a_matrix_built_in_a_buffer_of_its_own_is_reported_by_the_memory_its_calls_took(m3: Assignment,
+                                                                                         tmp_path: Path,
+                                                                                         cache_dir: Path) -> None:
+    result = grade_variant(m3, sample(m3, "mutant-flash-scores-in-own-buffer"), tmp_path, cache_dir, kernels=(FLASH,))
+    flash, req_4 = kernels_of(result)[FLASH], req_4_of(result)
+    assert flash.status is KernelStatus.PASSED and req_4.score == req_4.max_score, flash.message
+    assert written_of(flash) == {case: (0, n) for case, n in att_elements(m3).items()}  # att: nothing
+    gpt2_full = att_elements(m3)["gpt2-full"] * 4
+    assert req_4.peak_case == "attention/gpt2-full" and req_4.peak_extra_bytes >= gpt2_full, req_4.message
+    assert "MiB of device memory beyond their arguments (case 'gpt2-full'; sampled while it ran)" in req_4.message
 
 
 def test_reference_and_course_port_are_clean_under_compute_sanitizer(m3: Assignment, tmp_path: Path,

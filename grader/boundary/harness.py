@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,47 @@ if TYPE_CHECKING:
 
 LEFTOVER_SEED = 408  # "leftover" scratch: the same finite garbage on every run
 COUNT_CHUNK = 16 << 20  # elements read back at a time to count a scratch buffer's writes (64 MiB of floats)
+SAMPLE_INTERVAL_S = 2e-4  # how often the memory sampler reads the device's free memory during a call
+
+
+class MemorySampler:
+    """The device's free memory read on a thread while a call runs: the most the call took beyond what was in use when
+    it began (what it cudaMalloc'd for itself, a library's workspace), where the target has a device memory to read.
+
+    Device-wide, as the driver counts it: another process on the same GPU shows in it too, and an allocation that
+    lives shorter than one interval may go unseen. Run only for the calls that ask (`BufferArgument.count_written`).
+    """
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.before = device.free_bytes()
+        self.least = self.before
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, name="kg-memory", daemon=True)
+
+    def _read(self) -> None:
+        free = self.device.free_bytes()
+        if free is not None and self.least is not None:
+            self.least = min(self.least, free)
+
+    def _sample(self) -> None:
+        while not self.done.is_set():
+            self._read()
+            self.done.wait(SAMPLE_INTERVAL_S)
+
+    def __enter__(self) -> MemorySampler:
+        if self.before is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    @property
+    def peak_extra_bytes(self) -> int | None:
+        return None if self.before is None or self.least is None else max(0, self.before - self.least)
 
 
 class Progress:
@@ -140,7 +182,13 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
     # Only `buffers` holds them: each is freed when its outputs are read back (before the memory check).
     buffers = {a.name: allocate(device, a, Path(call.inputs_dir), plan.sanitizer)
                for a in call.arguments if isinstance(a, BufferArgument) and not a.null}
-    completion = device.call(library, [(a, buffers.get(a.name)) for a in call.arguments])
+    arguments = [(a, buffers.get(a.name)) for a in call.arguments]
+    if any(isinstance(a, BufferArgument) and a.count_written for a in call.arguments):
+        with MemorySampler(device) as sampler:
+            completion = device.call(library, arguments)
+        peak: int | None = sampler.peak_extra_bytes
+    else:
+        completion, peak = device.call(library, arguments), None
     if completion.status != 0:
         progress.emit(Event.END, index, **failed(completion).fields())
         return False
@@ -167,7 +215,8 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
     if not _memory_kept_within(plan, device, progress, index):
         return False
     progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms, tuple(modified),
-                                            tuple(out_of_bounds), written=tuple(written)).fields())
+                                            tuple(out_of_bounds), written=tuple(written),
+                                            peak_extra_bytes=peak).fields())
     return True
 
 

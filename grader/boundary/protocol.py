@@ -369,6 +369,8 @@ class Ended:
     held_bytes: float | None = None  # device_memory: what it kept, and the limit
     limit_bytes: float | None = None
     written: tuple[Written, ...] = ()  # the scratch buffers planned with count_written: how much of each it wrote
+    # Those calls' device memory: the most the call took beyond what was in use when it began (sampled; None: not read).
+    peak_extra_bytes: float | None = None
 
     def fields(self) -> dict[str, Any]:
         return {**asdict(self), "status": EndStatus(self.status).value}
@@ -381,7 +383,8 @@ class Ended:
             return None
         return cls(status, number(event.get("wall_ms")), number(event.get("device_ms")),
                    strings(event.get("inputs_modified")), strings(event.get("out_of_bounds")), message_of(event),
-                   number(event.get("held_bytes")), number(event.get("limit_bytes")), _written(event.get("written")))
+                   number(event.get("held_bytes")), number(event.get("limit_bytes")), _written(event.get("written")),
+                   number(event.get("peak_extra_bytes")))
 
 
 def _written(value: object) -> tuple[Written, ...]:

@@ -46,6 +46,7 @@ class CallOutcome:
     seals: tuple[Sealed, ...] = ()
     # The scratch buffers it was to leave unwritten (a variant's `untouched`): how much of each it wrote.
     written: tuple[Written, ...] = ()
+    peak_extra_bytes: float | None = None  # for those calls: the device memory it took beyond its arguments (sampled)
 
 
 def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], start: int, stop: int,
@@ -93,7 +94,7 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
             if end.status == EndStatus.OK:
                 outcomes[index] = CallOutcome(call.kernel.name, call.case.name, CallStatus.OK, "", end.wall_ms,
                                               end.device_ms, call.output_dir, end.inputs_modified, end.out_of_bounds,
-                                              written=end.written)
+                                              written=end.written, peak_extra_bytes=end.peak_extra_bytes)
                 continue
             if end.status == EndStatus.DEVICE_MEMORY:
                 held, limit = end.held_bytes or 0, end.limit_bytes or 0
