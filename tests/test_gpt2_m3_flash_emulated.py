@@ -7,7 +7,11 @@ reduced as the kernel reduces it (a thread's own keys in order, then a shuffle b
 the row), the output accumulated key by key with a fused multiply-add (a float64 product and sum rounded once to
 float32, as nvcc contracts `o += p * v`) and rescaled (in FlashAttention 1, renormalised) after every tile. The
 scores' dot products are float32 matmuls: the order of a dot product's terms is the tiled matmul's question (milestone
-2's emulation), and at HS = 64 it moves a score by a few ulp, far below what the online softmax is judged on here. The GPU runs of the same kernels are tests/test_gpu_gpt2_m3_flash.py."""
+2's emulation), and at HS = 64 it moves a score by a few ulp, far below what the online softmax is judged on here.
+
+Then the kernels themselves: their CUDA text compiled with g++ and run one CPU thread per CUDA thread
+(tests/cuda_emulation/flash_attention.cpp) against float64 attention, for their indexing, masks, shuffles and barriers.
+The GPU runs of the same kernels are tests/test_gpu_gpt2_m3_flash.py."""
 
 from __future__ import annotations
 
@@ -15,7 +19,10 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
+import shutil
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,3 +204,55 @@ def test_mutants_fail_exactly_the_cases_their_variant_file_names(m3: Assignment,
     # Not a rounding away from passing: float32 orders move the error by ~1e-7 (the passing orders' whole error),
     # the nearest failure (no-rescale's odd-sizes, where only rows 32..36 reach a second tile) is 20% past the bound.
     assert all(graded[name][case][2] > 1.1 for case in failed), graded[name]
+
+
+# The kernels themselves, their text compiled with g++ and run one CPU thread per CUDA thread
+# (tests/cuda_emulation/flash_attention.cpp): their indexing, bounds, masks and barriers, where no GPU runs them.
+
+EMULATOR = Path(__file__).parent / "cuda_emulation" / "flash_attention.cpp"
+# Per kernel file: the emulator's host code for it, and where its kernels' text begins and ends.
+KERNEL_FILES = {
+    "reference": (1, "__global__ void attention_permute_kernel", "template <int D>\nvoid flash_attention_launch"),
+    "course-flash2-warp-per-row": (2, "#define WARPS", "void attention_forward"),
+    "course-flash1-row-per-thread": (3, "#define Bc 32", "void attention_forward"),
+}
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+
+
+def emulate_kernels(m3: Assignment, name: str, workdir: Path, text: str | None = None) -> subprocess.CompletedProcess:
+    kind, begin, end = KERNEL_FILES[name]
+    folder = m3.reference_dir if name == "reference" else m3.samples_dir / name
+    if text is None:
+        text = (folder / "kernels_req_4" / "attention.cuh").read_text()
+        assert begin in text and end in text, f"{folder} no longer holds the markers the emulator cuts at"
+        text = text[text.index(begin):text.index(end)]
+    (workdir / "kernel.inc").write_text(text)
+    binary = workdir / "emulator"
+    subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-DKERNEL={kind}",
+                    f"-DKERNEL_TEXT=\"{workdir / 'kernel.inc'}\"", str(EMULATOR), "-o", str(binary)],
+                   check=True, capture_output=True, text=True, timeout=180)
+    return subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", list(KERNEL_FILES))
+def test_the_flash_kernels_match_float64_attention_run_thread_by_thread(m3: Assignment, tmp_path: Path,
+                                                                        name: str) -> None:
+    run = emulate_kernels(m3, name, tmp_path)
+    assert run.returncode == 0 and run.stdout.strip().endswith("all passed"), run.stdout + run.stderr
+    # Every size the kernel takes: the reference's four head-size paths, the samples' up to their limits.
+    assert run.stdout.count("bad 0") == {"reference": 6, "course-flash2-warp-per-row": 5,
+                                         "course-flash1-row-per-thread": 4}[name], run.stdout
+
+
+@needs_gxx
+def test_a_row_reduced_over_half_its_lanes_is_caught(m3: Assignment, tmp_path: Path) -> None:
+    _, begin, end = KERNEL_FILES["reference"]
+    text = (m3.reference_dir / "kernels_req_4" / "attention.cuh").read_text()
+    text = text[text.index(begin):text.index(end)]
+    # A row's 16 owners reduced as if they were 8: each half of the row takes its own max and sum.
+    mutant = text.replace("for (int offset = 8; offset > 0; offset /= 2) value += ",
+                          "for (int offset = 4; offset > 0; offset /= 2) value += ")
+    assert mutant != text
+    run = emulate_kernels(m3, "reference", tmp_path, mutant)
+    assert run.returncode != 0 and "FAILED" in run.stdout, run.stdout
