@@ -19,6 +19,7 @@ from grader.boundary.protocol import POISON_BITS, BufferArgument, Ended, EndStat
 from grader.errors import SpecError
 from grader.options import Options
 from grader.pipeline import Built, build_stage
+from grader.report.render import variant_flags
 from grader.results import CaseResult, KernelResult, Result, ScratchWritten
 from grader.samples import compose, variants
 from grader.scoring import score_variants
@@ -174,6 +175,9 @@ def test_an_attention_that_writes_att_is_reported_with_the_case_and_the_count(m3
     _, (req_4,) = score_variants(m3, graded(m3, everything), (VariantSources("req_4", "kernels_req_4", True),), {})
     assert req_4.score == req_4.max_score and req_4.penalty == 0  # the spec's penalty is 0: reported only
     assert req_4.overwritten == [f"attention/{case.name}" for case in m3.kernel("attention").cases]
+    # The reports flag it for the instructor, from the fields.
+    assert variant_flags(req_4) == ["wrote more than 1% of att, which req_4 must leave untouched, in 5 case(s): "
+                                    + ", ".join(req_4.overwritten)]
     # The largest case is named: gpt2-full's B * NH * T * T.
     assert ("attention wrote 100% of att (50,331,648 of 50,331,648 elements in case 'gpt2-full'; more than 1% in "
             "5 of 5 cases): the T x T matrix was materialised (reported, not scored)") in req_4.message, req_4.message

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.report.render import variant_flags
 from grader.results import KernelResult, Result, VariantResult
 from grader.samples import Sample, variants
 from grader.spec import Assignment, allocation_of, load_assignment
@@ -111,6 +112,7 @@ def test_a_materialising_attention_passes_and_is_reported_for_writing_att(m3: As
     assert "attention wrote 100% of att (50,331,648 of 50,331,648 elements in case 'gpt2-full'" in req_4.message
     assert "the T x T matrix was materialised (reported, not scored)" in req_4.message
     assert req_4.score == req_4.max_score and req_4.penalty == 0
+    assert variant_flags(req_4)[-1].startswith("wrote more than 1% of att, which req_4 must leave untouched, in 5 case")
 
 
 def test_a_spec_penalty_makes_the_materialised_matrix_cost_req_4(m3: Assignment, tmp_path: Path,
