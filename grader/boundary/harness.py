@@ -64,9 +64,12 @@ class MemorySampler:
             self.least = min(self.least, free)
 
     def _sample(self) -> None:
-        while not self.done.is_set():
-            self._read()
-            self.done.wait(SAMPLE_INTERVAL_S)
+        try:
+            while not self.done.is_set():
+                self._read()
+                self.done.wait(SAMPLE_INTERVAL_S)
+        except Exception:  # the device failed under the call (a sticky error): the call's own end says so
+            return
 
     def __enter__(self) -> MemorySampler:
         if self.before is not None:
