@@ -282,7 +282,8 @@ def _overwritten(members: list[KernelResult], variant: Variant) -> tuple[list[st
     over = [(kernel, case, w) for kernel, case, w in counted if w.share > bound]
     if not over:
         return [], ""
-    kernel, case, worst = max(over, key=lambda item: (item[2].share, item[2].elements))
+    # The case that wrote the most elements: the largest matrix says most about what was built.
+    kernel, case, worst = max(over, key=lambda item: (item[2].written, item[2].share))
     of_kernel = sum(1 for k, _, _ in counted if k == kernel)
     meaning = f": {variant.untouched.meaning}" if variant.untouched.meaning else ""
     words = (f"{kernel} wrote {worst.share:.0%} of {buffer} ({worst.written:,} of {worst.elements:,} elements in case "

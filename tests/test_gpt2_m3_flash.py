@@ -1,5 +1,5 @@
 """gpt2-m3's req_4 (FlashAttention) without a GPU: the `untouched` evidence that the T x T matrix is never built (the
-spec poisons req_4's att and asks the harness to count its writes; the harness counts on host arrays here as on the
+spec asks the harness to count the elements of req_4's att each call changes, here on host arrays as on the
 device; the variant reports, or costs, a call that wrote it), and the reference and samples built with nvcc. The
 numbers of the course-style FlashAttention orders are checked by tests/test_gpt2_m3_flash_emulated.py; the GPU
 runs are tests/test_gpu_gpt2_m3_flash.py."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,23 +36,27 @@ def m3() -> Assignment:
     return load_assignment("gpt2-m3")
 
 
-# The spec: req_4's att starts poisoned and is counted; nothing else changes.
+# The spec: req_4's att is counted; nothing else changes.
 
-def test_req_4s_attention_poisons_att_and_counts_its_writes_and_nothing_else_does(m3: Assignment) -> None:
+def test_req_4s_attention_counts_its_att_writes_and_nothing_else_changes(m3: Assignment) -> None:
     untouched = m3.variant("req_4").untouched
     assert untouched is not None and (untouched.buffer, untouched.penalty) == ("att", 0.0)
     assert 0 < untouched.at_most_written < 1
     counted = {(k.name, b.name) for k in m3.kernels for b in k.buffers if b.count_written}
     assert counted == {("req_4/attention", "att")}
     flash, base = m3.kernel("req_4/attention"), m3.kernel("attention")
-    assert flash.buffer("att").init == "poison" and base.buffer("att").init == "zeros"  # the course's zeroed scratch
-    # The rest of the buffer, and every case, as milestone 1 has them.
-    assert flash.cases == base.cases and flash.buffer("att").shape == base.buffer("att").shape
+    # att starts zeroed as the course's program leaves it (a course-style softmax over the zeroed triangle relies on
+    # it: a materialising attention must be flagged, not failed); the rest of the buffer, and every case, as
+    # milestone 1 has them.
+    assert flash.buffer("att") == replace(base.buffer("att"), count_written=True) and base.buffer("att").init == "zeros"
+    assert flash.cases == base.cases
     assert flash.buffer("qkvr") == base.buffer("qkvr") and flash.buffer("inp") == base.buffer("inp")
 
 
 @pytest.mark.parametrize("untouched, expected", [
     ('{ buffer = "out", at_most_written = 0.01 }', "buffer 'out' is no kernel's scratch buffer"),
+    ('{ buffer = "att", at_most_written = 0.01 }\n[assignment.x]', "buffer 'att' starts as leftover garbage in "
+                                                                   "attention: its writes can be counted only where"),
     ('{ buffer = "att", at_most_written = 1.5 }', "key 'at_most_written' is a share between 0 and 1, found 1.5"),
     ('{ buffer = "att", at_most_written = 0.01, penalty = -1 }', "key 'penalty' is a share between 0 and 1"),
     ('{ buffer = "att", at_most = 0.01 }', "unknown key(s) ['at_most']"),
@@ -61,7 +66,9 @@ def test_a_wrong_untouched_table_names_the_variant_and_the_key(tmp_path: Path, u
     (tmp_path / "gpt2-m1").symlink_to(load_assignment("gpt2-m1").root)  # based_on names a sibling folder
     folder = tmp_path / "gpt2-flash"
     folder.mkdir()
-    (folder / "assignment.toml").write_text(f'[assignment]\nname = "gpt2-flash"\nbased_on = "gpt2-m1"\n\n'
+    leftover = 'scratch_init = "leftover"\n' if "[assignment.x]" in untouched else ""
+    untouched = untouched.replace("\n[assignment.x]", "")
+    (folder / "assignment.toml").write_text(f'[assignment]\nname = "gpt2-flash"\nbased_on = "gpt2-m1"\n{leftover}\n'
                                             f'[[variants]]\nname = "req_4"\nfolder = "kernels_req_4"\nweight = 6\n'
                                             f'must_change = ["kernels/attention.cuh"]\nuntouched = {untouched}\n')
     with pytest.raises(SpecError) as error:
@@ -71,28 +78,30 @@ def test_a_wrong_untouched_table_names_the_variant_and_the_key(tmp_path: Path, u
 
 # The harness half: the count, on host arrays (a NumPy "device": the same code reads a GPU's back in chunks).
 
-def poisoned_scratch(device: HostDevice, elements: int, tmp_path: Path) -> harness.Buffer:
-    argument = BufferArgument("att", "scratch", "float32", (elements,), elements, False, False, "poison", True)
+def counted_scratch(device: HostDevice, elements: int, init: str, tmp_path: Path) -> harness.Buffer:
+    argument = BufferArgument("att", "scratch", "float32", (elements,), elements, False, False, init, True)
     return harness.allocate(device, argument, tmp_path, sanitizer=False)
 
 
 @pytest.mark.parametrize("chunk", [harness.COUNT_CHUNK, 7])
-def test_the_harness_counts_the_elements_a_call_wrote_over_the_poison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                       chunk: int) -> None:
+@pytest.mark.parametrize("init", ["zeros", "poison"])
+def test_the_harness_counts_the_elements_a_call_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int,
+                                                         init: str) -> None:
     monkeypatch.setattr(harness, "COUNT_CHUNK", chunk)  # 7: chunks that split the buffer unevenly
     device = HostDevice()
-    buffer = poisoned_scratch(device, 100, tmp_path)
+    buffer = counted_scratch(device, 100, init, tmp_path)
     assert buffer.written(device) == Written("att", 0, 100)
     inside = buffer.allocation[buffer.margin:buffer.margin + 100]
     written = np.random.default_rng(0).choice(100, size=37, replace=False)
-    # Zeros, NaNs of other payloads and ordinary floats are all writes; only the poison's exact bits are not.
-    inside[written] = np.array([0.0, np.nan, -1.5, 3e38] * 10, dtype=np.float32)[:37]
+    # NaNs of other payloads, negative zero and ordinary floats are all changes: only the starting bits are not.
+    inside[written] = np.array([-0.0, np.nan, -1.5, 3e38] * 10, dtype=np.float32)[:37]
     # A write into the margin is out of bounds (its own finding), not a write of the buffer.
     buffer.allocation[buffer.margin + 100] = 1.0
     assert buffer.written(device) == Written("att", 37, 100)
     assert buffer.outside_writes(device) == "1 element(s) past the end of att"
-    inside[:] = 0.0  # the course's softmax: every element, the masked triangle's zeros too
-    assert buffer.written(device) == Written("att", 100, 100)
+    inside[:] = 0.0  # the M1 softmax writes every element, the masked triangle's zeros too
+    # Over zeros, the zeros it wrote are not seen (a causal matrix shows its lower triangle); over poison, all are.
+    assert buffer.written(device) == Written("att", 0 if init == "zeros" else 100, 100)
 
 
 def test_the_count_travels_in_the_end_event_and_a_forged_one_reads_as_absent() -> None:
@@ -193,8 +202,6 @@ def test_an_attention_that_writes_att_is_reported_with_the_case_and_the_count(m3
 
 
 def test_a_spec_penalty_makes_a_written_att_cost_the_variant(m3: Assignment) -> None:
-    from dataclasses import replace
-
     variant = replace(m3.variant("req_4"), untouched=replace(m3.variant("req_4").untouched, penalty=0.5))
     costly = replace(m3, variants=(variant,))
     # Only the long cases wrote it (as an implementation that falls back to the M1 path above some T would).
@@ -280,7 +287,7 @@ def test_a_graded_variant_counts_its_untouched_scratch_from_the_harness_to_the_r
     pack = tiny_pack(tmp_path / "packs")
     fused = grade(tiny_submission(tmp_path / "fused", FUSED), pack, Options(cache_dir=cache_dir))
     cases = {k.name: {c.name: c for c in k.cases} for k in fused.kernels}
-    # The base kernel's scratch starts zeroed and is not counted; the variant's starts poisoned and is.
+    # Both start zeroed (the pack's scratch_init); only the variant's copy is counted.
     assert all(c.passed and c.scratch_written == [] for c in cases["rowsum"].values())
     assert {name: c.scratch_written for name, c in cases["fused/rowsum"].items()} == \
         {"small": [ScratchWritten("scores", 0, 9)], "larger": [ScratchWritten("scores", 0, 1600)]}

@@ -65,7 +65,7 @@ def test_reference_scores_full_marks_on_req_4_without_writing_att(m3: Assignment
     req_4 = req_4_of(reference)
     assert (req_4.status, req_4.score, req_4.max_score) == (Outcome.PASSED, 6, 6), req_4.message
     assert {k.name: k.status for k in reference.kernels} == {k.name: KernelStatus.PASSED for k in reference.kernels}
-    # att started poisoned in every case, and not one of its elements was written.
+    # att was counted in every case, and not one of its elements was written.
     assert written_of(kernels_of(reference)[FLASH]) == {name: (0, n) for name, n in att_elements(m3).items()}
     assert req_4.untouched == "att" and req_4.overwritten == [] and "of att" not in req_4.message
     # Beside it, the device memory its calls took beyond their arguments: module loading at most, no T x T matrix
@@ -106,10 +106,12 @@ def test_a_materialising_attention_passes_and_is_reported_for_writing_att(m3: As
     result = grade_variant(m3, sample(m3, "mutant-flash-materialises-att"), tmp_path, cache_dir, kernels=(FLASH,))
     flash, req_4 = kernels_of(result)[FLASH], req_4_of(result)
     assert flash.status is KernelStatus.PASSED and flash.score == flash.max_score, flash.message
-    # Every element of att, the masked triangle's zeros included.
-    assert written_of(flash) == {case: (n, n) for case, n in att_elements(m3).items()}
+    # att starts zeroed, as the course's program leaves it: the lower triangle is what shows (B * NH * T (T + 1) / 2).
+    triangles = {case.name: case.params["B"] * case.params["NH"] * case.params["T"] * (case.params["T"] + 1) // 2
+                 for case in m3.kernel(FLASH).cases}
+    assert written_of(flash) == {case: (triangles[case], n) for case, n in att_elements(m3).items()}
     assert req_4.overwritten == [f"attention/{case}" for case in att_elements(m3)]
-    assert "attention wrote 100% of att (50,331,648 of 50,331,648 elements in case 'gpt2-full'" in req_4.message
+    assert "attention wrote 50% of att (25,190,400 of 50,331,648 elements in case 'gpt2-full'" in req_4.message
     assert "the T x T matrix was materialised (reported, not scored)" in req_4.message
     assert req_4.score == req_4.max_score and req_4.penalty == 0
     assert variant_flags(req_4)[-1].startswith("wrote more than 1% of att, which req_4 must leave untouched, in 5 case")

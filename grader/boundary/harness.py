@@ -33,7 +33,7 @@ import numpy as np
 
 from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_BYTES, POISON_BITS, BufferArgument,
                                       Ended, EndStatus, Event, Plan, PlannedCall, Ready, Written, event_line,
-                                      network_seen, never_written)
+                                      network_seen)
 
 if TYPE_CHECKING:
     from grader.boundary.device import Completion, Device
@@ -110,6 +110,7 @@ class Buffer:
     margin: int  # elements in each margin
     poison: int  # the margins' bit pattern
     before: int | None = None  # an input the kernel must not change: the digest of its elements before the call
+    fill: int | None = None  # the bit pattern every element of it started as (poison, or zeros); None: not one pattern
 
     def outside_writes(self, device: Device) -> str:
         """How many elements before and after the buffer were written, in words ("" if none)."""
@@ -128,12 +129,13 @@ class Buffer:
         return device.read(self.allocation, self.margin, count)
 
     def written(self, device: Device) -> Written:
-        """How many of its elements no longer hold the poison (a scratch buffer that started poisoned), read back a
-        chunk at a time: gpt2-full's att is 200 MB."""
-        kept = sum(int(never_written(device.read(self.allocation, self.margin + start,
-                                                 min(COUNT_CHUNK, self.size - start))).sum())
-                   for start in range(0, self.size, COUNT_CHUNK))
-        return Written(self.name, self.size - kept, self.size)
+        """How many of its elements no longer hold the bit pattern they all started as (poison, or zeros: a zero
+        written over a zero is not seen), read back a chunk at a time: gpt2-full's att is 200 MB."""
+        assert self.fill is not None, f"{self.name} did not start as one bit pattern: its writes cannot be counted"
+        changed = sum(int(np.count_nonzero(_bits(device.read(self.allocation, self.margin + start,
+                                                             min(COUNT_CHUNK, self.size - start))) != self.fill))
+                      for start in range(0, self.size, COUNT_CHUNK))
+        return Written(self.name, changed, self.size)
 
 
 def _bits(array: np.ndarray) -> np.ndarray:
@@ -161,7 +163,10 @@ def allocate(device: Device, argument: BufferArgument, inputs_dir: Path, sanitiz
         # Finite, deterministic garbage: code that assumes zeros fails the same way on every run.
         rng = np.random.default_rng([LEFTOVER_SEED, len(argument.name)])
         device.write(allocation, margin, rng.uniform(-1e3, 1e3, argument.allocate).astype(dtype))
-    buffer = Buffer(argument.name, allocation, argument.allocate, margin, bits)
+    # What the inside holds now, where it is one pattern: outputs and poisoned scratch the poison, zeroed scratch 0.
+    fill = 0 if argument.role == "scratch" and argument.init == "zeros" else \
+        bits if argument.role == "output" or (argument.role == "scratch" and argument.init == "poison") else None
+    buffer = Buffer(argument.name, allocation, argument.allocate, margin, bits, fill=fill)
     if argument.role == "input" and not argument.mutable:
         buffer.before = device.digest(allocation, margin, argument.allocate)
     return buffer

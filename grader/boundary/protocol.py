@@ -71,8 +71,8 @@ class BufferArgument:
     null: bool  # passed as NULL in this case
     mutable: bool  # an input the kernel may overwrite
     init: str  # scratch: "zeros", "poison" or "leftover"
-    # Scratch that starts poisoned and must stay (nearly) unwritten (a variant's `untouched`): the harness counts the
-    # elements the call wrote (`Ended.written`).
+    # Scratch that must stay (nearly) unwritten (a variant's `untouched`): the harness counts the elements the call
+    # changed from what they started as, the poison or zeros (`Ended.written`).
     count_written: bool = False
 
 
@@ -338,7 +338,7 @@ class Ready:
 
 @dataclass(frozen=True)
 class Written:
-    """How much of one poisoned scratch buffer a call wrote: the elements no longer holding the poison, of all."""
+    """How much of one scratch buffer a call wrote: the elements no longer holding what they started as, of all."""
 
     buffer: str
     written: int

@@ -79,8 +79,8 @@ class Buffer:
     nullable: bool = False
     mutable: bool = False  # an input the kernel may overwrite as scratch
     init: Init = "poison"  # scratch only: what it holds when the kernel is called (outputs: always poison)
-    # Scratch a variant's technique must leave (nearly) unwritten (`Variant.untouched`): it starts poisoned, and the
-    # harness counts what the call wrote of it.
+    # Scratch a variant's technique must leave (nearly) unwritten (`Variant.untouched`): it starts as `init` says
+    # (zeros or poison), and the harness counts the elements the call changed.
     count_written: bool = False
 
 
@@ -166,8 +166,11 @@ class Kernel:
 class Untouched:
     """A scratch buffer a variant's technique has no use for (FlashAttention's att: the T x T matrix it never builds).
 
-    In the variant's cases it starts poisoned and the harness counts the elements the call wrote; a case that wrote
-    more than `at_most_written` of them is reported, and costs the variant `penalty` of its weight (0: reported only).
+    In the variant's cases it starts as the spec says (zeros: a course program's cudaMemset activations, on which a
+    course-style softmax over the zeroed triangle relies; or the poison), and the harness counts the elements the call
+    changed; a case that changed more than `at_most_written` of them is reported, and costs the variant `penalty` of
+    its weight (0: reported only). Zeros written over zeros are not seen: a materialised causal attention shows its
+    lower triangle, about half of the matrix.
     """
 
     buffer: str

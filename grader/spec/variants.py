@@ -199,6 +199,10 @@ def _untouched(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Untouched
     if buffer not in scratch:
         raise SpecError(f"{where}: buffer {buffer!r} is no kernel's scratch buffer (scratch buffers: "
                         f"{', '.join(scratch) or 'none'})")
+    if leftover := sorted(k.name for k in kernels for b in k.buffers_with("scratch")
+                          if b.name == buffer and b.init == "leftover"):
+        raise SpecError(f"{where}: buffer {buffer!r} starts as leftover garbage in {', '.join(leftover)}: its writes "
+                        "can be counted only where it starts as zeros or poison (scratch_init, or the buffer's init)")
     bound, penalty = read.get("at_most_written", float), read.get("penalty", float, 0.0)
     for key, value in (("at_most_written", bound), ("penalty", penalty)):
         if not 0 <= value <= 1:
@@ -206,12 +210,12 @@ def _untouched(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Untouched
     return Untouched(buffer, bound, penalty, read.get("meaning", str, ""))
 
 
-def _poisoned(kernel: Kernel, variant: Variant) -> tuple[Buffer, ...]:
-    """The kernel's buffers, the variant's untouched scratch poisoned and its writes counted."""
+def _counted(kernel: Kernel, variant: Variant) -> tuple[Buffer, ...]:
+    """The kernel's buffers, the variant's untouched scratch with its writes counted."""
     if variant.untouched is None:
         return kernel.buffers
-    return tuple(replace(b, init="poison", count_written=True)
-                 if b.name == variant.untouched.buffer and b.role == "scratch" else b for b in kernel.buffers)
+    return tuple(replace(b, count_written=True) if b.name == variant.untouched.buffer and b.role == "scratch" else b
+                 for b in kernel.buffers)
 
 
 def _folder(read: Reader, key: str, default: Any) -> str:
@@ -267,7 +271,7 @@ def expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...], base_we
                            weight=round(v.weight * shares(k.name), 9),
                            forbidden_symbols=k.forbidden_symbols if v.forbidden_symbols is None else v.forbidden_symbols,
                            tolerance=v.tolerances.get(k.name, k.tolerance), defines=v.defines,
-                           buffers=_poisoned(k, v))
+                           buffers=_counted(k, v))
                    for k in kernels if k.name in weights]
     return base + tuple(copies)
 
