@@ -37,6 +37,19 @@ class Mismatch:
 
 
 @dataclass(frozen=True)
+class ScratchWritten:
+    """How much of a scratch buffer the call wrote, where its variant asks it to stay unwritten (`Variant.untouched`)."""
+
+    buffer: str
+    written: int  # elements that no longer hold the poison they started with
+    elements: int
+
+    @property
+    def share(self) -> float:
+        return self.written / self.elements if self.elements else 0.0
+
+
+@dataclass(frozen=True)
 class CaseResult:
     name: str
     public: bool
@@ -69,9 +82,15 @@ class CaseResult:
     out_of_bounds: list[str] = field(default_factory=list)  # "32 element(s) past the end of out", one per write
     inputs_modified: list[str] = field(default_factory=list)  # input buffers it wrote into
     signal: str | None = None  # the signal that killed its harness ("SIGSEGV"), where one did
+    scratch_written: list[ScratchWritten] = field(default_factory=list)  # what it wrote of scratch to leave untouched
+    # Where its variant asks that: the device memory the call took beyond its arguments, sampled while it ran (what it
+    # cudaMalloc'd for itself, a library's workspace; device-wide, so another process's allocation shows too).
+    peak_extra_bytes: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CaseStatus(self.status))  # loaded JSON and callers may pass the string
+        object.__setattr__(self, "scratch_written", [w if isinstance(w, ScratchWritten) else ScratchWritten(**w)
+                                                     for w in self.scratch_written])
 
 
 @dataclass(frozen=True)
@@ -261,7 +280,8 @@ class VariantResult:
     missing_evidence: dict[str, list[str]] = field(default_factory=dict)
     missing_symbols: dict[str, list[str]] = field(default_factory=dict)
     evidence_unread: dict[str, str] = field(default_factory=dict)
-    penalty: float = 0.0  # points that missing evidence or symbols, or a tensor-core precision not allowed, cost
+    penalty: float = 0.0  # points that missing evidence or symbols, a tensor-core precision not allowed, or scratch it
+    # was to leave untouched, cost
     # Per base kernel: its tensor-core instructions of a precision the variant does not allow ("FP16 in kernel_name").
     wrong_precision: dict[str, list[str]] = field(default_factory=dict)
     # The kinds of evidence the variant asks its binaries to show (the spec's: "tensor_cores", ...), and per
@@ -280,6 +300,14 @@ class VariantResult:
     # instead of it (it then counts 0), and its points beyond the group's extra-credit cap (not counted).
     excluded_by: str | None = None
     capped: float = 0.0
+    # The scratch buffer its technique must leave unwritten (`Variant.untouched`), the share it may write, and the
+    # cases ("attention/gpt2-full") that wrote more of it; the cases' own `scratch_written` hold the counts.
+    untouched: str | None = None
+    at_most_written: float | None = None
+    overwritten: list[str] = field(default_factory=list)
+    # In those cases, the most device memory one call took beyond its arguments, and that case ("attention/gpt2-full").
+    peak_extra_bytes: int | None = None
+    peak_case: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Outcome(self.status))

@@ -15,8 +15,10 @@ import dataclasses
 from grader.build import Artifact
 from grader.compare import Verdict
 from grader.evidence import LibraryEvidence
-from grader.results import EVIDENCE_WORDS, CaseResult, Deduction, GroupResult, KernelResult, Mismatch, VariantResult
+from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, GroupResult, KernelResult, Mismatch,
+                            ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
+from grader.sandbox import size_in_words
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
 from grader.sources import VariantSources
 from grader.spec import Assignment, Case, Kernel, Tolerance, Variant
@@ -58,7 +60,8 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         wall_ms=outcome.wall_ms, device_ms=outcome.device_ms,
         nonfinite=verdict.nonfinite, zeros=verdict.zeros, transposed=verdict.transposed, row_shift=verdict.row_shift,
         params=_sizes(case), out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
-        signal=outcome.signal, **judged,
+        signal=outcome.signal, scratch_written=[ScratchWritten(w.buffer, w.written, w.elements) for w in outcome.written],
+        peak_extra_bytes=None if outcome.peak_extra_bytes is None else int(outcome.peak_extra_bytes), **judged,
     )
 
 
@@ -233,17 +236,60 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
         members = [_deducted(m, reason, cost * m.score / earned) for m in members]
         messages.append(f"{reason} (−{cost:.3g})")
         penalty += cost
+    overwritten: list[str] = []
+    peak: tuple[int, str] | None = None  # the most device memory one call took beyond its arguments, and its case
+    notes: list[str] = []  # said after the outcome, whatever it is
+    if variant.untouched is not None:
+        overwritten, words = _overwritten(members, variant)
+        earned = sum(m.score for m in members)
+        if overwritten and variant.untouched.penalty > 0 and earned > 0:
+            cost = min(earned, max_score * variant.untouched.penalty)
+            members = [_deducted(m, words, cost * m.score / earned) for m in members]
+            messages.append(f"{words} (−{cost:.3g})")
+            penalty += cost
+        elif overwritten:
+            messages.append(f"{words} (reported, not scored)")
+        peak = max(((c.peak_extra_bytes, f"{m.name.split('/', 1)[-1]}/{c.name}") for m in members for c in m.cases
+                    if c.peak_extra_bytes is not None), default=None)
+        if peak is not None:
+            kernel, case = peak[1].split("/", 1)
+            notes.append(f"{kernel}'s calls took at most {size_in_words(peak[0])} of device memory beyond their "
+                         f"arguments (case '{case}'; sampled while it ran)")
     score = round(sum(m.score for m in members), 6)
     status = Outcome.of(SubmissionStatus.GRADED, (m.status for m in members))
     if status is Outcome.PASSED and score < max_score - 1e-9:
         status = Outcome.FAILED
-    message = "; ".join(messages) or f"all {len(members)} kernels passed"
+    message = "; ".join((messages or [f"all {len(members)} kernels passed"]) + notes)
     if not message.startswith(variant.name):
         message = f"{variant.name}: {message}"
     return members, VariantResult(score=score, status=status, message=message, missing_evidence=missing_evidence,
                                   missing_symbols=missing_symbols, wrong_precision=wrong_precision,
                                   evidence_unread=unread, evidence_kinds=list(variant.evidence),
-                                  libraries=libraries, penalty=round(penalty, 6), **facts)
+                                  libraries=libraries, penalty=round(penalty, 6),
+                                  untouched=variant.untouched.buffer if variant.untouched else None,
+                                  at_most_written=variant.untouched.at_most_written if variant.untouched else None,
+                                  overwritten=overwritten, peak_extra_bytes=peak[0] if peak else None,
+                                  peak_case=peak[1] if peak else None, **facts)
+
+
+def _overwritten(members: list[KernelResult], variant: Variant) -> tuple[list[str], str]:
+    """The variant's cases ("attention/gpt2-full") that wrote more of its untouched scratch than it allows, and the
+    worst of them in words: "attention wrote 100% of att (50,331,648 elements) in 5 of 5 cases ...", "" for none."""
+    assert variant.untouched is not None
+    bound, buffer = variant.untouched.at_most_written, variant.untouched.buffer
+    counted = [(m.name.split("/", 1)[-1], c, w) for m in members for c in m.cases for w in c.scratch_written
+               if w.buffer == buffer]
+    over = [(kernel, case, w) for kernel, case, w in counted if w.share > bound]
+    if not over:
+        return [], ""
+    # The case that wrote the most elements: the largest matrix says most about what was built.
+    kernel, case, worst = max(over, key=lambda item: (item[2].written, item[2].share))
+    of_kernel = sum(1 for k, _, _ in counted if k == kernel)
+    meaning = f": {variant.untouched.meaning}" if variant.untouched.meaning else ""
+    words = (f"{kernel} wrote {worst.share:.0%} of {buffer} ({worst.written:,} of {worst.elements:,} elements in case "
+             f"'{case.name}'; more than {bound:.0%} in {sum(1 for k, _, _ in over if k == kernel)} of {of_kernel} "
+             f"cases){meaning}")
+    return [f"{k}/{c.name}" for k, c, _ in over], words
 
 
 def apply_credit_rules(assignment: Assignment, results: list[KernelResult], variants: list[VariantResult]

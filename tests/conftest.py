@@ -41,6 +41,8 @@ SERIAL_GROUPS = {
     # workers never do the same work at once (the build cache is shared only once a build is done).
     "gpt2-m2-builds": ("test_gpt2_m2_pack",),
     "gpt2-m3-ops-builds": ("test_gpt2_m3_ops",),
+    # req_4's six nvcc builds; the FlashAttention emulations on gpt2-full's inputs (~20 s of NumPy).
+    "gpt2-m3-flash": ("test_gpt2_m3_flash", "test_gpt2_m3_flash_emulated"),
     "tiled-matmul-builds": ("test_tiled_matmul_pack",),
     "flash-sweep": ("test_flash_attention_sweep",),
     "flash-backward-sweep": ("test_flash_backward_sweep",),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +104,8 @@ class CudaDevice(SharedLibraryDevice):
         context = ctypes.c_void_p()
         self.driver("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
         self.driver("cuCtxSetCurrent", context)
+        # A context is current per thread: another thread of the harness (its memory sampler) makes it current too.
+        self.context, self.owner = context, threading.get_ident()
         name = ctypes.create_string_buffer(256)
         self.driver("cuDeviceGetName", name, len(name), device)
         self.name = name.value.decode(errors="replace")
@@ -116,6 +119,8 @@ class CudaDevice(SharedLibraryDevice):
         self.uploads: dict[tuple[str, int, str], tuple[Allocation, int]] = {}  # kept files: allocation, digest
 
     def _memory(self) -> tuple[int, int]:
+        if threading.get_ident() != self.owner:
+            self.driver("cuCtxSetCurrent", self.context)
         free, total = _size(), _size()
         self.driver("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
         return free.value, total.value

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +32,58 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_BYTES, POISON_BITS, BufferArgument,
-                                      Ended, EndStatus, Event, Plan, PlannedCall, Ready, event_line, network_seen)
+                                      Ended, EndStatus, Event, Plan, PlannedCall, Ready, Written, event_line,
+                                      network_seen)
 
 if TYPE_CHECKING:
     from grader.boundary.device import Completion, Device
 
 LEFTOVER_SEED = 408  # "leftover" scratch: the same finite garbage on every run
+COUNT_CHUNK = 16 << 20  # elements read back at a time to count a scratch buffer's writes (64 MiB of floats)
+SAMPLE_INTERVAL_S = 2e-4  # how often the memory sampler reads the device's free memory during a call
+
+
+class MemorySampler:
+    """The device's free memory read on a thread while a call runs: the most the call took beyond what was in use when
+    it began (what it cudaMalloc'd for itself, a library's workspace), where the target has a device memory to read.
+
+    Device-wide, as the driver counts it: another process on the same GPU shows in it too, and an allocation that
+    lives shorter than one interval may go unseen. Run only for the calls that ask (`BufferArgument.count_written`).
+    """
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.before = device.free_bytes()
+        self.least = self.before
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, name="kg-memory", daemon=True)
+
+    def _read(self) -> None:
+        free = self.device.free_bytes()
+        if free is not None and self.least is not None:
+            self.least = min(self.least, free)
+
+    def _sample(self) -> None:
+        try:
+            while not self.done.is_set():
+                self._read()
+                self.done.wait(SAMPLE_INTERVAL_S)
+        except Exception:  # the device failed under the call (a sticky error): the call's own end says so
+            return
+
+    def __enter__(self) -> MemorySampler:
+        if self.before is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    @property
+    def peak_extra_bytes(self) -> int | None:
+        return None if self.before is None or self.least is None else max(0, self.before - self.least)
 
 
 class Progress:
@@ -63,6 +110,7 @@ class Buffer:
     margin: int  # elements in each margin
     poison: int  # the margins' bit pattern
     before: int | None = None  # an input the kernel must not change: the digest of its elements before the call
+    fill: int | None = None  # the bit pattern every element of it started as (poison, or zeros); None: not one pattern
 
     def outside_writes(self, device: Device) -> str:
         """How many elements before and after the buffer were written, in words ("" if none)."""
@@ -79,6 +127,15 @@ class Buffer:
 
     def inside(self, device: Device, count: int) -> np.ndarray:
         return device.read(self.allocation, self.margin, count)
+
+    def written(self, device: Device) -> Written:
+        """How many of its elements no longer hold the bit pattern they all started as (poison, or zeros: a zero
+        written over a zero is not seen), read back a chunk at a time: gpt2-full's att is 200 MB."""
+        assert self.fill is not None, f"{self.name} did not start as one bit pattern: its writes cannot be counted"
+        changed = sum(int(np.count_nonzero(_bits(device.read(self.allocation, self.margin + start,
+                                                             min(COUNT_CHUNK, self.size - start))) != self.fill))
+                      for start in range(0, self.size, COUNT_CHUNK))
+        return Written(self.name, changed, self.size)
 
 
 def _bits(array: np.ndarray) -> np.ndarray:
@@ -106,7 +163,10 @@ def allocate(device: Device, argument: BufferArgument, inputs_dir: Path, sanitiz
         # Finite, deterministic garbage: code that assumes zeros fails the same way on every run.
         rng = np.random.default_rng([LEFTOVER_SEED, len(argument.name)])
         device.write(allocation, margin, rng.uniform(-1e3, 1e3, argument.allocate).astype(dtype))
-    buffer = Buffer(argument.name, allocation, argument.allocate, margin, bits)
+    # What the inside holds now, where it is one pattern: outputs and poisoned scratch the poison, zeroed scratch 0.
+    fill = 0 if argument.role == "scratch" and argument.init == "zeros" else \
+        bits if argument.role == "output" or (argument.role == "scratch" and argument.init == "poison") else None
+    buffer = Buffer(argument.name, allocation, argument.allocate, margin, bits, fill=fill)
     if argument.role == "input" and not argument.mutable:
         buffer.before = device.digest(allocation, margin, argument.allocate)
     return buffer
@@ -130,7 +190,13 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
     # Only `buffers` holds them: each is freed when its outputs are read back (before the memory check).
     buffers = {a.name: allocate(device, a, Path(call.inputs_dir), plan.sanitizer)
                for a in call.arguments if isinstance(a, BufferArgument) and not a.null}
-    completion = device.call(library, [(a, buffers.get(a.name)) for a in call.arguments])
+    arguments = [(a, buffers.get(a.name)) for a in call.arguments]
+    if any(isinstance(a, BufferArgument) and a.count_written for a in call.arguments):
+        with MemorySampler(device) as sampler:
+            completion = device.call(library, arguments)
+        peak: int | None = sampler.peak_extra_bytes
+    else:
+        completion, peak = device.call(library, arguments), None
     if completion.status != 0:
         progress.emit(Event.END, index, **failed(completion).fields())
         return False
@@ -138,12 +204,15 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
     output_dir.mkdir(parents=True, exist_ok=True)
     modified: list[str] = []
     out_of_bounds: list[str] = []
+    written: list[Written] = []
     for argument in call.arguments:
         if not isinstance(argument, BufferArgument) or argument.null:
             continue
         buffer = buffers.pop(argument.name)
         if outside := buffer.outside_writes(device):
             out_of_bounds.append(outside)
+        if argument.count_written:
+            written.append(buffer.written(device))
         if buffer.inside_changed(device):
             modified.append(buffer.name)  # the next case, or the caller in the real program, would read garbage
         if argument.role == "output":
@@ -154,7 +223,8 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
     if not _memory_kept_within(plan, device, progress, index):
         return False
     progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms, tuple(modified),
-                                            tuple(out_of_bounds)).fields())
+                                            tuple(out_of_bounds), written=tuple(written),
+                                            peak_extra_bytes=peak).fields())
     return True
 
 

@@ -71,6 +71,9 @@ class BufferArgument:
     null: bool  # passed as NULL in this case
     mutable: bool  # an input the kernel may overwrite
     init: str  # scratch: "zeros", "poison" or "leftover"
+    # Scratch that must stay (nearly) unwritten (a variant's `untouched`): the harness counts the elements the call
+    # changed from what they started as, the poison or zeros (`Ended.written`).
+    count_written: bool = False
 
 
 Argument = Union[ScalarArgument, BufferArgument]
@@ -334,6 +337,26 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class Written:
+    """How much of one scratch buffer a call wrote: the elements no longer holding what they started as, of all."""
+
+    buffer: str
+    written: int
+    elements: int
+
+    @classmethod
+    def read(cls, value: object) -> Written | None:
+        """One entry of an `end` line's `written`; None where it is not what the harness writes."""
+        if not isinstance(value, dict) or not isinstance(value.get("buffer"), str):
+            return None
+        written, elements = value.get("written"), value.get("elements")
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (written, elements)) \
+                or written > elements:  # type: ignore[operator]
+            return None
+        return cls(value["buffer"][:STRING_LENGTH], written, elements)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class Ended:
     """The `end` event's fields: how the call ended and what the harness measured."""
 
@@ -345,6 +368,9 @@ class Ended:
     message: str = ""  # device_error: the error, in the runtime's words; exception: what was raised, and where
     held_bytes: float | None = None  # device_memory: what it kept, and the limit
     limit_bytes: float | None = None
+    written: tuple[Written, ...] = ()  # the scratch buffers planned with count_written: how much of each it wrote
+    # Those calls' device memory: the most the call took beyond what was in use when it began (sampled; None: not read).
+    peak_extra_bytes: float | None = None
 
     def fields(self) -> dict[str, Any]:
         return {**asdict(self), "status": EndStatus(self.status).value}
@@ -357,7 +383,14 @@ class Ended:
             return None
         return cls(status, number(event.get("wall_ms")), number(event.get("device_ms")),
                    strings(event.get("inputs_modified")), strings(event.get("out_of_bounds")), message_of(event),
-                   number(event.get("held_bytes")), number(event.get("limit_bytes")))
+                   number(event.get("held_bytes")), number(event.get("limit_bytes")), _written(event.get("written")),
+                   number(event.get("peak_extra_bytes")))
+
+
+def _written(value: object) -> tuple[Written, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(w for w in (Written.read(item) for item in value[:STRINGS_KEPT]) if w is not None)
 
 
 def number(value: object) -> float | None:

@@ -102,6 +102,10 @@ def variant_flags(variant: VariantResult) -> list[str]:
             flags.append(f"{kernel}: its binary shows no {' and no '.join(words)}")
     for kernel, patterns in variant.missing_symbols.items():
         flags.append(f"{kernel}: calls nothing matching {', '.join(patterns)}, which {variant.name} requires")
+    if variant.overwritten and variant.untouched is not None:
+        bound = f"more than {variant.at_most_written:.0%} of " if variant.at_most_written else ""
+        flags.append(f"wrote {bound}{variant.untouched}, which {variant.name} must leave untouched, in "
+                     f"{len(variant.overwritten)} case(s): {', '.join(variant.overwritten)}")
     return flags
 
 

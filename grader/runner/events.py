@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.boundary.protocol import Ended, EndStatus, Event, Sealed, index_of, kind_of
+from grader.boundary.protocol import Ended, EndStatus, Event, Sealed, Written, index_of, kind_of
 from grader.runner.limits import Budget, call_timeout_words
 from grader.runner.plan import Call
 from grader.runner.watch import LOG_TAIL, HarnessExit
@@ -44,6 +44,9 @@ class CallOutcome:
     # A composed call's outputs as the harness sealed them while it ran, in order (also for one that
     # crashed later: how far it got).
     seals: tuple[Sealed, ...] = ()
+    # The scratch buffers it was to leave unwritten (a variant's `untouched`): how much of each it wrote.
+    written: tuple[Written, ...] = ()
+    peak_extra_bytes: float | None = None  # for those calls: the device memory it took beyond its arguments (sampled)
 
 
 def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], start: int, stop: int,
@@ -90,7 +93,8 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
             started, expected = None, index + 1
             if end.status == EndStatus.OK:
                 outcomes[index] = CallOutcome(call.kernel.name, call.case.name, CallStatus.OK, "", end.wall_ms,
-                                              end.device_ms, call.output_dir, end.inputs_modified, end.out_of_bounds)
+                                              end.device_ms, call.output_dir, end.inputs_modified, end.out_of_bounds,
+                                              written=end.written, peak_extra_bytes=end.peak_extra_bytes)
                 continue
             if end.status == EndStatus.DEVICE_MEMORY:
                 held, limit = end.held_bytes or 0, end.limit_bytes or 0

@@ -49,6 +49,6 @@ def planned(call: Call, output_dir: Path) -> PlannedCall:
         buffer = call.kernel.buffer(parameter.name)
         arguments.append(BufferArgument(buffer.name, buffer.role, buffer.dtype, shape_of(buffer, call.case.params),
                                         allocation_of(buffer, call.case.params), buffer.name in call.case.null,
-                                        buffer.mutable, buffer.init))
+                                        buffer.mutable, buffer.init, buffer.count_written))
     return PlannedCall(call.kernel.name, call.case.name, str(call.library), str(call.inputs_dir), str(output_dir),
                        tuple(arguments))

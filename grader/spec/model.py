@@ -79,6 +79,9 @@ class Buffer:
     nullable: bool = False
     mutable: bool = False  # an input the kernel may overwrite as scratch
     init: Init = "poison"  # scratch only: what it holds when the kernel is called (outputs: always poison)
+    # Scratch a variant's technique must leave (nearly) unwritten (`Variant.untouched`): it starts as `init` says
+    # (zeros or poison), and the harness counts the elements the call changed.
+    count_written: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,23 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class Untouched:
+    """A scratch buffer a variant's technique has no use for (FlashAttention's att: the T x T matrix it never builds).
+
+    In the variant's cases it starts as the spec says (zeros: a course program's cudaMemset activations, on which a
+    course-style softmax over the zeroed triangle relies; or the poison), and the harness counts the elements the call
+    changed; a case that changed more than `at_most_written` of them is reported, and costs the variant `penalty` of
+    its weight (0: reported only). Zeros written over zeros are not seen: a materialised causal attention shows its
+    lower triangle, about half of the matrix.
+    """
+
+    buffer: str
+    at_most_written: float  # share of its elements, 0..1
+    penalty: float = 0.0
+    meaning: str = ""  # what writing it means, in the report's words ("the T x T matrix was materialised")
+
+
+@dataclass(frozen=True)
 class Variant:
     """An optimization variant: a folder laid over the base folder, graded on every kernel of the assignment."""
 
@@ -197,6 +217,7 @@ class Variant:
     # C++ definitions ("bool g_enable_kv_cache = false") compiled into each of its kernels' libraries: the globals the
     # course's harness program defines for the headers that declare them extern.
     defines: tuple[str, ...] = ()
+    untouched: Untouched | None = None  # scratch the technique must leave unwritten, and what writing it costs
 
     def grades(self, name: str, variant_only: bool) -> bool:
         """It is graded on the kernel or check of that base name (weighted, or composed by a check it grades: see

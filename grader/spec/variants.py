@@ -14,13 +14,14 @@ from grader.errors import SpecError
 from grader.spec.document import Reader
 from grader.spec.kernels import load_tolerance
 from grader.spec.model import (EVIDENCE, NCU_METRICS, TENSOR_CORE_PRECISIONS, Buffer, Case, CreditGroup, Kernel,
-                               Signature, Tolerance, Variant)
+                               Signature, Tolerance, Untouched, Variant)
 
 VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",
                 "required_symbols", "evidence", "evidence_penalty", "tensor_core_precisions", "precision_penalty",
                 "tolerances", "kernels", "defines", "evidence_in", "required_files", "source_patterns",
-                "ncu_metrics")
+                "ncu_metrics", "untouched")
 ADDITIONAL_KEYS = ("variants", "minimum", "extra_credit_cap", "exclusive", "title")
+UNTOUCHED_KEYS = ("buffer", "at_most_written", "penalty", "meaning")
 
 
 def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
@@ -135,6 +136,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         required_files=required_files,
         source_patterns=dict(source_patterns),
         ncu_metrics=ncu_metrics,
+        untouched=_untouched(table.get("untouched"), f"{where} key 'untouched'", kernels),
     )
 
 
@@ -181,6 +183,39 @@ def load_additional(table: Any, where: str, variants: tuple[Variant, ...]) -> Cr
         sets.append(tuple(entry))
     return CreditGroup(variants=tuple(chosen), minimum=minimum, extra_credit_cap=cap, exclusive=tuple(sets),
                        title=read.get("title", str, "additional optimizations"))
+
+
+def _untouched(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Untouched | None:
+    """The `untouched` table: a scratch buffer of some kernel, the share of it that may be written, and its cost."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: expected a table like {{ buffer = \"att\", at_most_written = 0.01 }}, found {table!r}")
+    if unknown := set(table) - set(UNTOUCHED_KEYS):
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(UNTOUCHED_KEYS)}")
+    read = Reader(table, where)
+    buffer = read.get("buffer", str)
+    scratch = sorted({b.name for k in kernels for b in k.buffers_with("scratch")})
+    if buffer not in scratch:
+        raise SpecError(f"{where}: buffer {buffer!r} is no kernel's scratch buffer (scratch buffers: "
+                        f"{', '.join(scratch) or 'none'})")
+    if leftover := sorted(k.name for k in kernels for b in k.buffers_with("scratch")
+                          if b.name == buffer and b.init == "leftover"):
+        raise SpecError(f"{where}: buffer {buffer!r} starts as leftover garbage in {', '.join(leftover)}: its writes "
+                        "can be counted only where it starts as zeros or poison (scratch_init, or the buffer's init)")
+    bound, penalty = read.get("at_most_written", float), read.get("penalty", float, 0.0)
+    for key, value in (("at_most_written", bound), ("penalty", penalty)):
+        if not 0 <= value <= 1:
+            raise SpecError(f"{where}: key '{key}' is a share between 0 and 1, found {value}")
+    return Untouched(buffer, bound, penalty, read.get("meaning", str, ""))
+
+
+def _counted(kernel: Kernel, variant: Variant) -> tuple[Buffer, ...]:
+    """The kernel's buffers, the variant's untouched scratch with its writes counted."""
+    if variant.untouched is None:
+        return kernel.buffers
+    return tuple(replace(b, count_written=True) if b.name == variant.untouched.buffer and b.role == "scratch" else b
+                 for b in kernel.buffers)
 
 
 def _folder(read: Reader, key: str, default: Any) -> str:
@@ -235,7 +270,8 @@ def expanded(kernels: tuple[Kernel, ...], variants: tuple[Variant, ...], base_we
         copies += [replace(k, name=f"{v.name}/{k.name}", variant=v.name, base=k.name,
                            weight=round(v.weight * shares(k.name), 9),
                            forbidden_symbols=k.forbidden_symbols if v.forbidden_symbols is None else v.forbidden_symbols,
-                           tolerance=v.tolerances.get(k.name, k.tolerance), defines=v.defines)
+                           tolerance=v.tolerances.get(k.name, k.tolerance), defines=v.defines,
+                           buffers=_counted(k, v))
                    for k in kernels if k.name in weights]
     return base + tuple(copies)
 
