@@ -47,6 +47,7 @@ RUN_SLOTS = 4
 # 1 GiB bound before the kernel's OOM kill). The one looping student pays it: 2 x 30 s in one run slot, while the
 # others go on.
 LIMIT_S = 30.0
+LOOPING = "hostile-flash-infinite-loop"
 
 
 def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None]:
@@ -54,10 +55,13 @@ def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None
 
     Under docker, the attacks, the hostile samples and the reference only: what a container changes is how an
     attack is held, and the alternatives and mutants are graded alike by every backend (the local class has them).
+    The looping sample is in the docker class alone: it costs a class 2 x LIMIT_S, and the local sandbox (the
+    default) stops it in tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py already.
     """
     kinds = ("attack-", "hostile-") if backend == "docker" else ("attack-", "hostile-", "alt-", "mutant-")
     students: dict[str, Sample | None] = {"reference": None}
-    students.update({v.name: v for v in variants(flash) if v.name.startswith(kinds)})
+    students.update({v.name: v for v in variants(flash) if v.name.startswith(kinds)
+                     and not (backend == "local" and v.name == LOOPING)})
     return students
 
 

@@ -168,13 +168,19 @@ EMULATIONS = {
 }
 
 
+LARGEST = "gpt2-full"
+
+
 @pytest.fixture(scope="module")
 def graded(m3: Assignment) -> dict[str, dict[str, tuple[bool, float, float]]]:
-    """Per emulation, per attention case: (passed, max abs err, share of the tolerance used) against the gold."""
+    """Per emulation, per attention case: (passed, max abs err, share of the tolerance used) against the gold.
+
+    All but the largest case (B=4, T=1024): it alone takes most of a minute in NumPy, and the orders it runs are those
+    of the smaller cases (several tiles, ragged ends); the GPU tests grade it (tests/test_gpu_gpt2_m3_flash.py)."""
     kernel = m3.kernel("req_4/attention")
     reference = m3.numpy_reference()
     found: dict[str, dict[str, tuple[bool, float, float]]] = {name: {} for name in EMULATIONS}
-    for case in kernel.cases:
+    for case in (c for c in kernel.cases if c.name != LARGEST):
         inp = make_case_inputs(m3, kernel, case, Seed(m3.public_seed))["inp"]
         gold = reference.attention(inp=inp, **case.params)
         heads = heads_of(inp, **{key: case.params[key] for key in ("B", "T", "C", "NH")})
@@ -200,7 +206,7 @@ def test_flash_attention_orders_pass_the_inherited_tolerance_with_room(graded, n
 @pytest.mark.parametrize("name", ["mutant-flash-no-rescale", "mutant-flash-causal-off-by-one"])
 def test_mutants_fail_exactly_the_cases_their_variant_file_names(m3: Assignment, graded, name: str) -> None:
     failed = {case for case, (passed, _, _) in graded[name].items() if not passed}
-    assert failed == expected_failures(m3, name), graded[name]
+    assert failed == expected_failures(m3, name) - {LARGEST}, graded[name]
     # Not a rounding away from passing: float32 orders move the error by ~1e-7 (the passing orders' whole error),
     # the nearest failure (no-rescale's odd-sizes, where only rows 32..36 reach a second tile) is 20% past the bound.
     assert all(graded[name][case][2] > 1.1 for case in failed), graded[name]

@@ -14,14 +14,51 @@ from __future__ import annotations
 import collections
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from grader.competition.results import CompetitionResult
 from grader.report import html
 from grader.report.render import environment
 from grader.results import Result
 from grader.status import KernelStatus, Outcome, SubmissionStatus
+
+
+class CompetitionRun(Protocol):
+    """One run of a competition entry, as the board reads it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tokens_per_s(self) -> float | None: ...
+
+
+class CompetitionEntry(Protocol):
+    """A submission's competition result (`grader.competition.results.CompetitionResult`), as the board reads it: a
+    report reads results, not the competition's code (tests/test_report_boundary.py)."""
+
+    @property
+    def student(self) -> str: ...
+
+    @property
+    def entered(self) -> bool: ...
+
+    @property
+    def geomean_tokens_per_s(self) -> float | None: ...
+
+    @property
+    def folder(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def words(self) -> str: ...
+
+    @property
+    def runs(self) -> Sequence[CompetitionRun]: ...
 
 BINS = 10  # score histogram: tenths of the maximum
 PERCENT_DIGITS = 6  # a share is binned as a percentage rounded to this: 2.4/3 is 80%, not 79.999...
@@ -52,7 +89,7 @@ class _Named:
 
 def write(results: list[Result], assignment: str, out_dir: Path,
           history: list[tuple[int | None, Result]] | None = None,
-          competition: tuple[CompetitionResult, ...] = ()) -> list[Path]:
+          competition: tuple[CompetitionEntry, ...] = ()) -> list[Path]:
     """Render the dashboard, every student's report and history page into out_dir; returns the pages written.
 
     `history`: every stored result with its run's id, oldest first (Store.history_with_runs);
@@ -172,7 +209,7 @@ def summarise(results: list[Result], assignment: str) -> dict:
     }
 
 
-def competition_board(entries: tuple[CompetitionResult, ...], students: set[str] = frozenset()) -> dict | None:
+def competition_board(entries: tuple[CompetitionEntry, ...], students: set[str] = frozenset()) -> dict | None:
     """The competition's leaderboard: entered submissions by their geometric mean of tokens/s (highest first,
     ranked), then those the gate or a failure left out, by name; None without any competition result.
 
