@@ -16,6 +16,16 @@ from grader.errors import SpecError
 from grader.spec.assignments import find_assignment
 
 
+def table_reader(value: Any, where: str, keys: tuple[str, ...], expected: str) -> Reader:
+    """A `Reader` of a table whose keys are all among `keys`; `expected` says what it should be where it is no table
+    ("a table with weight, cases, ...")."""
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: expected {expected}")
+    if unknown := set(value) - set(keys):
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(keys)}")
+    return Reader(value, where)
+
+
 class Reader:
     """Reads typed keys from one TOML table, naming file and key in every error (a check's plug-in reads its
     table with it too)."""

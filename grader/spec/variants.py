@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from grader.checks import CheckSpec
 from grader.errors import SpecError
-from grader.spec.document import Reader
+from grader.spec.document import Reader, table_reader
 from grader.spec.kernels import load_tolerance
 from grader.spec.model import (EVIDENCE, NCU_METRICS, TENSOR_CORE_PRECISIONS, Buffer, Case, CreditGroup, Kernel,
                                Signature, Tolerance, Untouched, Variant)
@@ -157,11 +157,7 @@ def load_additional(table: Any, where: str, variants: tuple[Variant, ...]) -> Cr
     the exclusive sets; None where the assignment has none."""
     if table is None:
         return None
-    if not isinstance(table, dict):
-        raise SpecError(f"{where}: expected a table with {', '.join(ADDITIONAL_KEYS)}")
-    if unknown := set(table) - set(ADDITIONAL_KEYS):
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(ADDITIONAL_KEYS)}")
-    read = Reader(table, where)
+    read = table_reader(table, where, ADDITIONAL_KEYS, f"a table with {', '.join(ADDITIONAL_KEYS)}")
     patterns = read.strings("variants") if isinstance(table.get("variants"), list) else (read.get("variants", str),)
     names = [v.name for v in variants]
     chosen = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
@@ -189,11 +185,8 @@ def _untouched(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Untouched
     """The `untouched` table: a scratch buffer of some kernel, the share of it that may be written, and its cost."""
     if table is None:
         return None
-    if not isinstance(table, dict):
-        raise SpecError(f"{where}: expected a table like {{ buffer = \"att\", at_most_written = 0.01 }}, found {table!r}")
-    if unknown := set(table) - set(UNTOUCHED_KEYS):
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(UNTOUCHED_KEYS)}")
-    read = Reader(table, where)
+    read = table_reader(table, where, UNTOUCHED_KEYS,
+                        f"a table like {{ buffer = \"att\", at_most_written = 0.01 }}, found {table!r}")
     buffer = read.get("buffer", str)
     scratch = sorted({b.name for k in kernels for b in k.buffers_with("scratch")})
     if buffer not in scratch:

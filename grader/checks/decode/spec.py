@@ -9,7 +9,7 @@ from typing import Any
 
 from grader.checks.forward.spec import FORWARD_KERNELS, Forward, check_composable
 from grader.errors import SpecError
-from grader.spec.document import Reader
+from grader.spec.document import Reader, table_reader
 from grader.spec.model import Kernel
 
 DECODE = "decode"  # the check's name: its table, and its result's kernel ("req_6/decode" for a variant's)
@@ -104,13 +104,8 @@ class Decode:
 
 def load_decode(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Decode:
     """[decode]: the six kernels composed into GPT-2's forward pass, run with the KV cache off and on."""
-    if not isinstance(table, dict):
-        raise SpecError(f"{where}: expected a table with weight, cases, ...")
-    unknown = set(table) - set(DECODE_KEYS)
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(DECODE_KEYS)}")
+    read = table_reader(table, where, DECODE_KEYS, "a table with weight, cases, ...")
     check_composable(kernels, where, DECODE)
-    read = Reader(table, where)
     defaults = Decode(weight=0.0)
     sizes = {key: read.get(key, int, getattr(defaults, key)) for key in ("C", "NH", "L", "V", "Vp", "maxT", "seed")}
     logits = read.get("logits", dict, {})
@@ -135,11 +130,7 @@ def load_decode(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Decode:
 
 
 def _case(table: Any, where: str) -> DecodeCase:
-    if not isinstance(table, dict):
-        raise SpecError(f"{where}: expected a table with name, B, prompt and generate, found {table!r}")
-    if unknown := set(table) - set(CASE_KEYS):
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(CASE_KEYS)}")
-    read = Reader(table, where)
+    read = table_reader(table, where, CASE_KEYS, f"a table with name, B, prompt and generate, found {table!r}")
     name = read.get("name", str)
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise SpecError(f"{where}: key 'name' must be a plain name (letters, digits, '_', '.', '-'), found {name!r}")
