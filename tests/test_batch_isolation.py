@@ -75,7 +75,7 @@ def classroom(pack: Assignment, tmp_path_factory: pytest.TempPathFactory) -> Pat
     """A roster of one git repository per student, each with its submission committed."""
     root = tmp_path_factory.mktemp("isolation-class")
     lines = ["student,repository"]
-    for name, variant in corpus(pack).items():
+    for name, variant in {**corpus(pack, "local"), **corpus(pack, "docker")}.items():  # both classes' students
         repo = root / "repos" / name
         repo.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
