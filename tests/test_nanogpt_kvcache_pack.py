@@ -125,3 +125,10 @@ def test_reference_generation_is_a_float64_gpt2_generating_greedily(pack: Assign
         assert np.allclose(logits, gold["logits"], atol=2e-4, rtol=1e-4), (case.name, np.abs(logits - gold["logits"]).max())
         if case.name == "past-block-size":
             assert p["prompt_len"] + p["new_tokens"] > p["block_size"]  # the case crops
+
+
+def test_cuda_pack_grades_the_same_files(pack: Assignment) -> None:
+    cuda = load_assignment("nanogpt-kvcache-cuda")
+    for name in ("model.py", "kvcache_grading.py"):
+        for folder in ("reference", "template"):
+            assert (cuda.root / folder / name).read_bytes() == (pack.root / folder / name).read_bytes(), (folder, name)
