@@ -57,6 +57,7 @@ def test_torch_pack_grades_on_the_cpu_with_its_determinism_recorded(pack: Assign
     target = target_of(pack)
     assert not target.needs_gpu and "torch" in target.python_packages
     assert target.harness_env["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert target.harness_env["CUDA_VISIBLE_DEVICES"] == ""  # on the CPU on a GPU machine too
     result = graded_public(None)
     assert result.score == result.max_score > 0
     assert all(c.passed for k in result.kernels for c in k.cases)
@@ -68,6 +69,7 @@ def test_torch_pack_grades_on_the_cpu_with_its_determinism_recorded(pack: Assign
 def test_cuda_marker_makes_a_torch_pack_need_the_gpu() -> None:
     from grader.targets import packages_to_install, target_with
     assert target_with("python", ("torch", "torch.cuda")).needs_gpu
+    assert "CUDA_VISIBLE_DEVICES" not in target_with("python", ("torch", "torch.cuda")).harness_env
     assert not target_with("python", ("torch",)).needs_gpu
     assert "torch.cuda" not in packages_to_install(load_assignment("nanogpt-kvcache-cuda"))
 

@@ -159,6 +159,8 @@ def target_with(name: str, packages: tuple[str, ...] = ()) -> Target:
     if any(p.split(".")[0] in SEEDED_PACKAGES for p in extra):
         # cuBLAS's deterministic reductions need a fixed workspace (torch's deterministic mode asks for it).
         widened.harness_env = {**target.harness_env, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+        if not widened.needs_gpu:  # a CPU torch pack runs on the CPU on a GPU machine too (no GPU slot is held)
+            widened.harness_env["CUDA_VISIBLE_DEVICES"] = ""
         widened.determinism = TORCH_DETERMINISM
     return widened
 
