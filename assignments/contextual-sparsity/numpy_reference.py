@@ -41,7 +41,7 @@ def classifier_logits(x, w1, b1, w2, b2, w3, b3, batch: int, k: int, **_) -> dic
 def classifier_accuracy(x, labels, ks, w1, b1, w2, b2, w3, b3, n: int, **_) -> dict[str, np.ndarray]:
     """The fraction of the n held-out samples classified right, for each k of ks."""
     rows = x.reshape(n, D_IN)
-    return {"accuracy": np.array([float(np.mean(topk_logits(w1, b1, w2, b2, w3, b3, rows, int(k)).argmax(axis=1)
+    return {"k_over_width": ks / WIDTH, "accuracy": np.array([float(np.mean(topk_logits(w1, b1, w2, b2, w3, b3, rows, int(k)).argmax(axis=1)
                                                  == labels)) for k in ks])}
 
 

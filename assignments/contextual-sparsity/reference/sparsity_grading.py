@@ -7,7 +7,8 @@ what it returns back:
 
 - classifier_logits: topk_forward(model, x, k), x of shape (batch, D_IN): the logits, (batch, CLASSES);
 - classifier_accuracy: topk_forward(model, x, k) on the held-out set for each k of `ks` (k/width 1/16 .. 1): the
-  fraction of samples whose largest logit is their label's;
+  fraction of samples whose largest logit is their label's, and k/width (the report draws one against the
+  other);
 - gpt2_mlp_topk: topk_mlp_forward(mlp, x, k), x of shape (batch, T, C): the block's output, (batch, T, C).
 """
 
@@ -50,12 +51,13 @@ def classifier_logits(x, w1, b1, w2, b2, w3, b3, logits, batch, k):
     logits[:] = returned(found, (batch, CLASSES), "topk_forward").reshape(-1)
 
 
-def classifier_accuracy(x, labels, ks, w1, b1, w2, b2, w3, b3, accuracy, n, n_k):
+def classifier_accuracy(x, labels, ks, w1, b1, w2, b2, w3, b3, k_over_width, accuracy, n, n_k):
     model = classifier(w1, b1, w2, b2, w3, b3)
     rows = tensor(x, (n, D_IN))
     for i, k in enumerate(ks.tolist()):
         with torch.no_grad():
             found = returned(student.topk_forward(model, rows, int(k)), (n, CLASSES), "topk_forward")
+        k_over_width[i] = k / WIDTH
         accuracy[i] = float(np.mean(found.argmax(axis=1) == labels))
         print(f"k = {k} of {WIDTH} (k/width {k / WIDTH:.4g}): accuracy {accuracy[i]:.4f}")
 
