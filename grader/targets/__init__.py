@@ -36,6 +36,9 @@ _MODULES = {"cuda": "grader.targets.cuda", "cpp": "grader.targets.cpp", "python"
 TARGET_NAMES = tuple(_MODULES)
 # Python packages whose code runs on an NVIDIA GPU: a pack that names one among its python_packages needs a GPU.
 GPU_PACKAGES = ("cupy", "cupyx")
+# The version a machine set up to grade installs: a plain `torch` is whichever is newest (and multi-GB); the one
+# the PyTorch packs are tested with is pinned.
+PINNED = {"torch": "torch==2.13.0"}
 LIBRARY_FILE = "lib.so"  # what a target's compile command writes in its work folder, and its harness half loads
 
 
@@ -150,7 +153,8 @@ def packages_to_install(assignment: Assignment) -> tuple[str, ...]:
     a machine set up to grade it (Gradescope's setup.sh, a template's CI workflow). NumPy is the grader's own; a GPU
     package is left out, its wheel being named for the CUDA version (cupy-cuda12x, cupy-cuda13x)."""
     own = target_named(assignment.target).python_packages
-    return tuple(p for p in assignment.python_packages if p not in own and p.split(".")[0] not in GPU_PACKAGES)
+    return tuple(PINNED.get(p, p) for p in assignment.python_packages
+                 if p not in own and p.split(".")[0] not in GPU_PACKAGES)
 
 
 def target_of(assignment: Assignment) -> Target:
