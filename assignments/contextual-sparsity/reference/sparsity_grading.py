@@ -59,7 +59,7 @@ def classifier_accuracy(x, labels, ks, w1, b1, w2, b2, w3, b3, k_over_width, acc
             found = returned(student.topk_forward(model, rows, int(k)), (n, CLASSES), "topk_forward")
         k_over_width[i] = k / WIDTH
         accuracy[i] = float(np.mean(found.argmax(axis=1) == labels))
-        print(f"k = {k} of {WIDTH} (k/width {k / WIDTH:.4g}): accuracy {accuracy[i]:.4f}")
+        print(f"k = {k} of {WIDTH} (k/width {k / WIDTH:.4g}): accuracy {accuracy[i]:.4f}, on {DEVICE.type}")
 
 
 def gpt2_mlp_topk(x, w_fc, b_fc, w_proj, b_proj, out, batch, T, k):
