@@ -57,8 +57,9 @@ def cases_of(pack: Assignment, kernel: str) -> list[tuple[object, dict[str, np.n
     return [(case, make_case_inputs(pack, found, case, Seed(pack.public_seed))) for case in found.cases]
 
 
-def test_the_spec_declares_three_torch_kernels_behind_a_provided_adapter(pack: Assignment) -> None:
-    assert [k.name for k in pack.kernels] == ["classifier_logits", "classifier_accuracy", "gpt2_mlp_topk"]
+def test_the_spec_declares_four_torch_kernels_behind_a_provided_adapter(pack: Assignment) -> None:
+    assert [k.name for k in pack.kernels] == ["classifier_logits", "classifier_accuracy", "gpt2_mlp_topk",
+                                              "gpt2_attention_topk_heads"]
     assert pack.python_packages == ("torch",) and pack.target == "python"
     assert set(pack.provided) == {"sparsity_grading.py", "sparsity_models.py"}
     accuracy = next(k for k in pack.kernels if k.name == "classifier_accuracy")
@@ -124,6 +125,33 @@ def test_the_reference_is_a_top_k_loop_per_input(pack: Assignment, reference: Mo
         naive = naive_topk_rows(h, k) @ arrays["w_proj"].reshape(48, 192).T + arrays["b_proj"]
         gold = reference.gpt2_mlp_topk(**arrays, **case.params)["out"]
         np.testing.assert_allclose(gold, naive.reshape(-1), rtol=1e-13, atol=1e-13, err_msg=case.name)
+    for case, arrays in cases_of(pack, "gpt2_attention_topk_heads"):
+        batch, T, k = case.params["batch"], case.params["T"], case.params["k"]
+        naive = naive_attention(arrays, batch, T, k)
+        gold = reference.gpt2_attention_topk_heads(**arrays, **case.params)["out"]
+        np.testing.assert_allclose(gold, naive.reshape(-1), rtol=1e-12, atol=1e-13, err_msg=case.name)
+
+
+def naive_attention(arrays: dict[str, np.ndarray], batch: int, T: int, k: int) -> np.ndarray:
+    """GPT-2's causal attention token by token, head by head (4 heads of 12), each token keeping the k heads whose
+    output has the largest norm (a sort per token), c_proj of the heads side by side."""
+    w_attn, b_attn = arrays["w_attn"].reshape(144, 48), arrays["b_attn"]
+    x = arrays["x"].reshape(batch, T, 48)
+    out = np.zeros((batch, T, 48))
+    for b in range(batch):
+        qkv = x[b] @ w_attn.T + b_attn
+        for t in range(T):
+            heads = []
+            for h in range(4):
+                q, keys, values = (qkv[:, i * 48 + 12 * h:i * 48 + 12 * (h + 1)] for i in range(3))
+                scores = [float(q[t] @ keys[s]) / np.sqrt(12) for s in range(t + 1)]
+                top = max(scores)
+                weights = [np.exp(s - top) for s in scores]
+                heads.append(sum(w * values[s] for s, w in enumerate(weights)) / sum(weights))
+            kept = sorted(range(4), key=lambda h: -np.linalg.norm(heads[h]))[:k]
+            joined = np.concatenate([heads[h] if h in kept else np.zeros(12) for h in range(4)])
+            out[b, t] = joined @ arrays["w_proj"].reshape(48, 48).T + arrays["b_proj"]
+    return out
 
 
 def kth_gaps(h: np.ndarray, k: int) -> np.ndarray:
@@ -154,6 +182,13 @@ def test_no_positive_ties_at_the_kth_place_and_the_tie_case_ties_at_zero(pack: A
             h = reference.gelu(arrays["x"].reshape(tokens, 48) @ arrays["w_fc"].reshape(192, 48).T + arrays["b_fc"])
             ordered = -np.sort(-h, axis=1)
             smallest = min(smallest, (ordered[:, k - 1] - ordered[:, k]).min())
+    for case, arrays in cases_of(pack, "gpt2_attention_topk_heads"):
+        batch, T, k = case.params["batch"], case.params["T"], case.params["k"]
+        if k < 4:
+            norms = np.linalg.norm(reference.attention_heads(arrays["x"].reshape(batch, T, 48), arrays["w_attn"],
+                                                             arrays["b_attn"]), axis=-1)
+            ordered = -np.sort(-norms, axis=1)  # per token, over the heads
+            smallest = min(smallest, (ordered[:, k - 1] - ordered[:, k]).min())
     assert smallest > 1e-9, smallest
 
 
@@ -169,7 +204,7 @@ def test_held_out_labels_do_not_hang_on_rounding(pack: Assignment, reference: Mo
 @needs_torch
 def test_reference_scores_full_marks_far_inside_the_tolerance(graded: Graded) -> None:
     result = graded(None)
-    assert result.score == result.max_score == 10
+    assert result.score == result.max_score == 12
     assert all(c.passed for k in result.kernels for c in k.cases)
     # float64 on both sides: the worst element uses a tiny share of the tolerance (assignment.toml's margin).
     assert max(c.tolerance_used for k in result.kernels for c in k.cases) < 1e-3
@@ -217,7 +252,8 @@ def test_each_sample_fails_exactly_its_expected_cases(sample: Sample, graded: Gr
 def test_by_absolute_value_is_right_after_relu_and_wrong_after_gelu(graded: Graded, pack: Assignment) -> None:
     result = graded(sample_named(pack, "mutant-topk-by-absolute-value"))
     assert [(k.name, k.score == k.max_score) for k in result.kernels] == [
-        ("classifier_logits", True), ("classifier_accuracy", True), ("gpt2_mlp_topk", False)]
+        ("classifier_logits", True), ("classifier_accuracy", True), ("gpt2_mlp_topk", False),
+        ("gpt2_attention_topk_heads", True)]  # a head's output norm is never negative
 
 
 @needs_torch
@@ -227,3 +263,4 @@ def test_one_top_k_for_the_batch_is_caught_on_the_accuracy_too(graded: Graded, p
     assert not held_out.passed and held_out.reported["accuracy"][0] < 0.5  # its curve, drawn red in the report
     assert [c.name for c in kernel_of(result, "gpt2_mlp_topk").cases if not c.passed] == [
         "eighth-batch-4", "k1-batch-4", "half-batch-4"]
+    assert kernel_of(result, "gpt2_attention_topk_heads").score == 2  # its attention is the reference's

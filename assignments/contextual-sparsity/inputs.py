@@ -16,7 +16,8 @@ with fewer than k positive neurons in the first hidden layer on purpose. Ties am
 and (k+1)-th values over every case (it must be far above float64 rounding).
 
 The GPT-2 MLP block (c_fc: C -> 4C, GELU tanh, c_proj: 4C -> C, GPT-2's initialisation: normal, std 0.02) has
-random weights from the case's seed: it checks the mechanism, not an accuracy.
+random weights from the case's seed: it checks the mechanism, not an accuracy. So does the causal self-attention
+(c_attn: C -> 3C, 4 heads, c_proj: C -> C), whose unit of sparsity is a head.
 """
 
 from __future__ import annotations
@@ -140,4 +141,11 @@ def make_inputs(kernel: str, params: dict, rng: np.random.Generator) -> dict[str
         return {"x": rng.normal(0.0, 1.0, tokens * c),
                 "w_fc": rng.normal(0.0, 0.02, 4 * c * c), "b_fc": rng.normal(0.0, 0.02, 4 * c),
                 "w_proj": rng.normal(0.0, 0.02, c * 4 * c), "b_proj": rng.normal(0.0, 0.02, c)}
+    if kernel == "gpt2_attention_topk_heads":
+        c, tokens = GPT2_C, params["batch"] * params["T"]
+        # Weights of std 0.2 (not GPT-2's 0.02): attention scores of order 1, so that softmax is not near-uniform
+        # and the heads' output norms differ clearly.
+        return {"x": rng.normal(0.0, 1.0, tokens * c),
+                "w_attn": rng.normal(0.0, 0.2, 3 * c * c), "b_attn": rng.normal(0.0, 0.02, 3 * c),
+                "w_proj": rng.normal(0.0, 0.02, c * c), "b_proj": rng.normal(0.0, 0.02, c)}
     raise ValueError(f"no inputs for kernel {kernel!r}")

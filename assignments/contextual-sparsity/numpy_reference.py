@@ -4,7 +4,9 @@ The quantity kept, the course's words ("the second [forward pass] using only the
 outputs", after Liu et al. 2023, Deja Vu): per input row, in each hidden layer, the k neurons whose *output* (the
 value after the activation: ReLU for the classifier, GELU for the GPT-2 MLP) is largest *by value* (not by absolute
 value), all others set to 0 before the next layer. Logits (the last layer) are never masked. k = width is the dense
-forward pass. Ties at the k-th place are only ReLU's 0s (inputs.py says why these are harmless): np.argpartition
+forward pass. For attention the unit is a head, and a head's output at a token is a vector: the k heads kept per
+token are those whose output has the largest L2 norm (Deja Vu's attention sparsity keeps whole heads). Ties at the
+k-th place are only ReLU's 0s (inputs.py says why these are harmless): np.argpartition
 picks any of them.
 """
 
@@ -14,7 +16,7 @@ import math
 
 import numpy as np
 
-D_IN, WIDTH, CLASSES, GPT2_C = 16, 64, 8, 48
+D_IN, WIDTH, CLASSES, GPT2_C, GPT2_HEADS = 16, 64, 8, 48, 4
 
 
 def keep_topk(h: np.ndarray, k: int) -> np.ndarray:
@@ -55,3 +57,29 @@ def gpt2_mlp_topk(x, w_fc, b_fc, w_proj, b_proj, batch: int, T: int, k: int, **_
     c = GPT2_C
     h = keep_topk(gelu(x.reshape(batch * T, c) @ w_fc.reshape(4 * c, c).T + b_fc), k)
     return {"out": (h @ w_proj.reshape(c, 4 * c).T + b_proj).reshape(-1)}
+
+
+def attention_heads(x: np.ndarray, w_attn: np.ndarray, b_attn: np.ndarray) -> np.ndarray:
+    """GPT-2's causal self-attention's per-head outputs for x (batch, T, C): (batch, n_head, T, head size)."""
+    batch, T, c = x.shape
+    size = c // GPT2_HEADS
+    qkv = x @ w_attn.reshape(3 * c, c).T + b_attn
+    q, k, v = (qkv[..., i * c:(i + 1) * c].reshape(batch, T, GPT2_HEADS, size).transpose(0, 2, 1, 3)
+               for i in range(3))
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(size)
+    scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (weights / weights.sum(axis=-1, keepdims=True)) @ v
+
+
+def gpt2_attention_topk_heads(x, w_attn, b_attn, w_proj, b_proj, batch: int, T: int, k: int,
+                              **_) -> dict[str, np.ndarray]:
+    """GPT-2's attention, each token keeping its k heads with the largest output norm, the rest zeroed before
+    c_proj."""
+    c = GPT2_C
+    heads = attention_heads(x.reshape(batch, T, c), w_attn, b_attn)
+    norms = np.linalg.norm(heads, axis=-1)  # (batch, n_head, T)
+    kept = keep_topk(norms.transpose(0, 2, 1) + 1.0, k) > 0  # +1: a kept head is > 0 even where its norm is 0
+    heads = heads * kept.transpose(0, 2, 1)[..., None]
+    joined = heads.transpose(0, 2, 1, 3).reshape(batch * T, c)
+    return {"out": (joined @ w_proj.reshape(c, c).T + b_proj).reshape(-1)}

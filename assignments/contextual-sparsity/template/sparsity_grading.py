@@ -9,14 +9,16 @@ what it returns back:
 - classifier_accuracy: topk_forward(model, x, k) on the held-out set for each k of `ks` (k/width 1/16 .. 1): the
   fraction of samples whose largest logit is their label's, and k/width (the report draws one against the
   other);
-- gpt2_mlp_topk: topk_mlp_forward(mlp, x, k), x of shape (batch, T, C): the block's output, (batch, T, C).
+- gpt2_mlp_topk: topk_mlp_forward(mlp, x, k), x of shape (batch, T, C): the block's output, (batch, T, C);
+- gpt2_attention_topk_heads: topk_attention_forward(attn, x, k), x of shape (batch, T, C): the attention's output
+  with k of its n_head heads kept per token, (batch, T, C).
 """
 
 import numpy as np
 import torch
 
 from sparsity import topk as student
-from sparsity_models import CLASSES, D_IN, GPT2_C, WIDTH, GPT2MLP, MLPClassifier
+from sparsity_models import CLASSES, D_IN, GPT2_C, WIDTH, GPT2Attention, GPT2MLP, MLPClassifier
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -71,3 +73,14 @@ def gpt2_mlp_topk(x, w_fc, b_fc, w_proj, b_proj, out, batch, T, k):
         mlp.c_proj.bias.copy_(tensor(b_proj, (GPT2_C,)))
         found = student.topk_mlp_forward(mlp, tensor(x, (batch, T, GPT2_C)), k)
     out[:] = returned(found, (batch, T, GPT2_C), "topk_mlp_forward").reshape(-1)
+
+
+def gpt2_attention_topk_heads(x, w_attn, b_attn, w_proj, b_proj, out, batch, T, k):
+    attn = GPT2Attention().to(device=DEVICE, dtype=torch.float64).eval()
+    with torch.no_grad():
+        attn.c_attn.weight.copy_(tensor(w_attn, (3 * GPT2_C, GPT2_C)))
+        attn.c_attn.bias.copy_(tensor(b_attn, (3 * GPT2_C,)))
+        attn.c_proj.weight.copy_(tensor(w_proj, (GPT2_C, GPT2_C)))
+        attn.c_proj.bias.copy_(tensor(b_proj, (GPT2_C,)))
+        found = student.topk_attention_forward(attn, tensor(x, (batch, T, GPT2_C)), k)
+    out[:] = returned(found, (batch, T, GPT2_C), "topk_attention_forward").reshape(-1)

@@ -17,3 +17,11 @@ def topk_forward(model, x, k):
 
 def topk_mlp_forward(mlp, x, k):
     return mlp.c_proj(keep_topk(mlp.gelu(mlp.c_fc(x)), k))
+
+
+def topk_attention_forward(attn, x, k):
+    heads = attn.heads(x)
+    norms = heads.norm(dim=-1, keepdim=True)  # (B, n_head, T, 1)
+    kth = torch.topk(norms, k, dim=1).values[:, -1:]
+    B, T, C = x.shape
+    return attn.c_proj(torch.where(norms >= kth, heads, torch.zeros_like(heads)).transpose(1, 2).reshape(B, T, C))

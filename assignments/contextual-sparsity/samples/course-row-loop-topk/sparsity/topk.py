@@ -22,3 +22,14 @@ def topk_forward(model, x, k):
 
 def topk_mlp_forward(mlp, x, k):
     return mlp.c_proj(mask_rows(mlp.gelu(mlp.c_fc(x)), k))
+
+
+def topk_attention_forward(attn, x, k):
+    heads = attn.heads(x)  # (B, n_head, T, head size)
+    B, n_head, T, size = heads.shape
+    kept = torch.zeros_like(heads)
+    for b in range(B):
+        for t in range(T):
+            for h in torch.topk(heads[b, :, t].norm(dim=-1), k).indices:
+                kept[b, h, t] = heads[b, h, t]
+    return attn.c_proj(kept.transpose(1, 2).reshape(B, T, n_head * size))
