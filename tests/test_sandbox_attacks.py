@@ -7,6 +7,7 @@ grader untouched. The corpus runs on the local (namespace) and docker backends a
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -67,9 +68,16 @@ def _inputs_digests(cache_dir: Path) -> dict[Path, str]:
     """Each cached input's digest. Other tests share the session's cache: their entries being staged (renamed into
     place as they finish) are left out, and an entry they add later is not this test's to compare."""
     digests = {}
-    for path in sorted((cache_dir / "inputs").rglob("*.npy")):
-        if STAGING not in str(path.relative_to(cache_dir)):
-            digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+    # os.walk, not rglob: a staging folder renamed away mid-walk is skipped there, where rglob raises
+    for folder, subfolders, files in os.walk(cache_dir / "inputs"):
+        subfolders[:] = sorted(name for name in subfolders if STAGING not in name)
+        for name in sorted(files):
+            if name.endswith(".npy"):
+                path = Path(folder) / name
+                try:
+                    digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+                except FileNotFoundError:  # an entry another test is replacing right now
+                    continue
     return digests
 
 
