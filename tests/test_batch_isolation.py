@@ -50,18 +50,31 @@ LIMIT_S = 30.0
 LOOPING = "hostile-flash-infinite-loop"
 
 
-def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None]:
-    """Every student of the class: the attacks and hostile samples, the alternatives, the mutants, the reference.
+# The docker class: the attacks on what every container shares with its neighbours (the machine's processes,
+# memory, disk and output), and the student who loops. Each attack alone under docker is in
+# tests/test_sandbox_attacks.py; what a container changes beside others is how these are held.
+DOCKER_CLASS = ("attack-fork-bomb", "attack-memory-hog", "attack-host-memory-hog", "attack-fill-private-tmp",
+                "attack-flood-output-files", "attack-huge-stdout", "attack-read-secrets", LOOPING)
+# The local class's innocent neighbours: two alternatives and two mutants, whose verdicts must come out as
+# they do alone (every sample alone: tests/test_pipeline_cpu.py).
+LOCAL_NEIGHBOURS = ("alt-flash-row-outer", "alt-standard-online-softmax", "mutant-flash-no-rescale",
+                    "mutant-standard-transposed-k")
 
-    Under docker, the attacks, the hostile samples and the reference only: what a container changes is how an
-    attack is held, and the alternatives and mutants are graded alike by every backend (the local class has them).
-    The looping sample is in the docker class alone: it costs a class 2 x LIMIT_S, and the local sandbox (the
-    default) stops it in tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py already.
+
+def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None]:
+    """Every student of the class, with the reference.
+
+    Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. The looping sample
+    costs a class 2 x LIMIT_S, so it is in the docker class alone (the local sandbox, the default, stops it in
+    tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py already). Docker: DOCKER_CLASS.
     """
-    kinds = ("attack-", "hostile-") if backend == "docker" else ("attack-", "hostile-", "alt-", "mutant-")
+    def wanted(name: str) -> bool:
+        if backend == "docker":
+            return name in DOCKER_CLASS
+        return name.startswith(("attack-", "hostile-")) and name != LOOPING or name in LOCAL_NEIGHBOURS
+
     students: dict[str, Sample | None] = {"reference": None}
-    students.update({v.name: v for v in variants(flash) if v.name.startswith(kinds)
-                     and not (backend == "local" and v.name == LOOPING)})
+    students.update({v.name: v for v in variants(flash) if wanted(v.name)})
     return students
 
 

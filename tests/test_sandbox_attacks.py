@@ -64,20 +64,24 @@ def victim() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _inputs_digests(cache_dir: Path) -> dict[Path, str]:
-    """Each cached input's digest. Other tests share the session's cache: their entries being staged (renamed into
-    place as they finish) are left out, and an entry they add later is not this test's to compare."""
-    digests = {}
-    # os.walk, not rglob: a staging folder renamed away mid-walk is skipped there, where rglob raises
+def _cached_inputs(cache_dir: Path) -> Iterator[Path]:
+    """Every file and folder of the input cache's finished entries. Other tests share the session's cache: their entries
+    being staged (renamed into place as they finish) are left out. os.walk, not rglob: a staging folder renamed
+    away mid-walk is skipped there, where rglob raises."""
     for folder, subfolders, files in os.walk(cache_dir / "inputs"):
         subfolders[:] = sorted(name for name in subfolders if STAGING not in name)
-        for name in sorted(files):
-            if name.endswith(".npy"):
-                path = Path(folder) / name
-                try:
-                    digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
-                except FileNotFoundError:  # an entry another test is replacing right now
-                    continue
+        yield from (Path(folder) / name for name in sorted([*subfolders, *files]))
+
+
+def _inputs_digests(cache_dir: Path) -> dict[Path, str]:
+    """Each cached input's digest; an entry other tests add later is not this test's to compare."""
+    digests = {}
+    for path in _cached_inputs(cache_dir):
+        if path.suffix == ".npy" and not path.is_dir():
+            try:
+                digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except FileNotFoundError:  # an entry another test is replacing right now
+                continue
     return digests
 
 
@@ -129,7 +133,7 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
         for path in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
                      Path("/etc/pwned")):
             assert not path.exists(), path
-        assert not any((cache_dir / "inputs").rglob("pwned")) and not (cache_dir / "pwned").exists()
+        assert not any(path.name == "pwned" for path in _cached_inputs(cache_dir)) and not (cache_dir / "pwned").exists()
         inputs_after = _inputs_digests(cache_dir)
         assert {path: inputs_after.get(path) for path in inputs_before} == inputs_before
     for words in ATTACK_WORDS.get(name, ()):
