@@ -28,12 +28,13 @@ from typing import Any
 from grader.cache import content_key, publish_file
 from grader.errors import MachineError
 from grader.evidence import LibraryEvidence, evidence_of
+from grader.includes import compiler_inputs
 from grader.sandbox import Limits, Mounts, Sandbox
 from grader.sources import KernelSources, Sources, gather_sources
 from grader.spec import Assignment, Kernel
 from grader.status import BuildStatus
 from grader.targets import LIBRARY_FILE, Target, Toolchain, target_named, target_of
-from grader.targets.compiled import ARCHIVE_FILE
+from grader.targets.compiled import ARCHIVE_FILE, CompiledTarget, compiled_sources
 
 COMPILE_TIME_LIMIT_S = 300
 # Compilers run on untrusted sources (include tricks, template explosions): bounded like the harness.
@@ -134,9 +135,19 @@ def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, to
     target = target_of(assignment)
     steps = build_steps(assignment, kernel, sources, toolchain)
     commands = list(steps.link) if not steps.parts else steps.commands  # one command: the key it always had
+    files = sources.contents
+    if isinstance(target, CompiledTarget):  # (a Python kernel's imports are not #includes: all its files count)
+        files = compiler_inputs(files, [part for part, _ in steps.parts] + compiled_sources(kernel),
+                                target.shim_source(kernel), _sources_of_other_kernels(assignment, kernel))
     # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
-    return _build_key(sources.contents, target.shim_source(kernel),
+    return _build_key(files, target.shim_source(kernel),
                       commands + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
+
+
+def _sources_of_other_kernels(assignment: Assignment, kernel: Kernel) -> set[str]:
+    own = set(kernel.sources)
+    return {path for other in (*assignment.kernels, *assignment.variant_only_kernels) for path in other.sources
+            if path not in own}
 
 
 def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources, cache_dir: Path,

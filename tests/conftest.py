@@ -32,7 +32,7 @@ def gpu_skip_reason() -> str | None:
 # port), Slurm (one node of the machine's CPUs), the GPU suites (timing needs the GPU to itself) and the
 # Gradescope images.
 SERIAL_GROUPS = {
-    "hostile": ("test_sandbox_attacks", "test_harnesses_at_once", "test_pipeline_cpu", "test_sandbox_bounds",
+    "hostile": ("test_sandbox_attacks", "test_harnesses_at_once", "test_sandbox_bounds",
                 "test_sandbox", "test_grading_rules", "test_batch_isolation"),
     "slurm": ("test_slurm",),
     # Its autograder images, one per Ubuntu version, made once: workers of their own would each make them.

@@ -50,11 +50,12 @@ LIMIT_S = 30.0
 LOOPING = "hostile-flash-infinite-loop"
 
 
-# The docker class: the attacks on what every container shares with its neighbours (the machine's processes,
-# memory, disk and output), and the student who loops. Each attack alone under docker is in
-# tests/test_sandbox_attacks.py; what a container changes beside others is how these are held.
-DOCKER_CLASS = ("attack-fork-bomb", "attack-memory-hog", "attack-host-memory-hog", "attack-fill-private-tmp",
-                "attack-flood-output-files", "attack-huge-stdout", "attack-read-secrets", LOOPING)
+# The docker class: every attack, and the student who loops (each attack alone under docker: the few whose checks
+# go further, in tests/test_sandbox_attacks.py). What a container changes beside others is how these are held.
+def in_docker_class(name: str) -> bool:
+    return name.startswith("attack-") or name == LOOPING
+
+
 # The local class's innocent neighbours: two alternatives and two mutants, whose verdicts must come out as
 # they do alone (every sample alone: tests/test_pipeline_cpu.py).
 LOCAL_NEIGHBOURS = ("alt-flash-row-outer", "alt-standard-online-softmax", "mutant-flash-no-rescale",
@@ -66,11 +67,11 @@ def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None
 
     Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. The looping sample
     costs a class 2 x LIMIT_S, so it is in the docker class alone (the local sandbox, the default, stops it in
-    tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py already). Docker: DOCKER_CLASS.
+    tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py already). Docker: `in_docker_class`.
     """
     def wanted(name: str) -> bool:
         if backend == "docker":
-            return name in DOCKER_CLASS
+            return in_docker_class(name)
         return name.startswith(("attack-", "hostile-")) and name != LOOPING or name in LOCAL_NEIGHBOURS
 
     students: dict[str, Sample | None] = {"reference": None}
@@ -170,7 +171,9 @@ def test_the_attackers_corpus_graded_as_one_class_hurts_no_one(backend: str, pac
     everything = json.dumps([r.to_dict() for r in results.values()])
     assert "ATTACK SUCCEEDED" not in everything and SECRET not in everything
     assert host_listener == []
-    assert not Path("/tmp/kernel-grader-escape").exists() and not (PROJECT_ROOT / "grader" / "pwned.py").exists()
+    for path in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
+                 Path("/etc/pwned")):
+        assert not path.exists(), path
     time.sleep(0.1)
     assert orphaned_harnesses(run_folders) == []
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())

@@ -1,7 +1,9 @@
 """The attacker's corpus (assignments/flash-attention-cpu/samples/attack-*) on every sandbox backend.
 
 Each attack must be contained, get a clear status, and leave the other kernel's score and the
-grader untouched. The corpus runs on the local (namespace) and docker backends alike.
+grader untouched. The whole corpus runs alone on the local (namespace) backend; under docker, the attacks whose
+checks here go further than a class's (DOCKER_ALONE) run alone, and every attack is graded in the docker class
+of tests/test_batch_isolation.py (a container per harness, four at once), with the same verdicts and words.
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ def check_contained(result: Result, variant: Sample) -> None:
     by_name = {k.name: k for k in result.kernels}
     attacked = by_name[variant.kernel]
     assert attacked.status == variant.expect, attacked.message
+    assert attacked.score < attacked.max_score, attacked.message
+    if variant.failed_cases is not None:
+        assert [c.name for c in attacked.cases if not c.passed] == list(variant.failed_cases), attacked.message
     for name, kernel in by_name.items():
         if name != variant.kernel:
             assert kernel.status == "passed" and kernel.score == kernel.max_score, (name, kernel.message)
@@ -103,7 +108,13 @@ def check_contained(result: Result, variant: Sample) -> None:
     assert SECRET not in result.to_json()
 
 
-@pytest.mark.parametrize("name", sorted(ATTACKS))
+# Under docker alone: the attacks whose checks here are more than the class's (the harness's own view of the network,
+# the paths written outside, the cached inputs' digests).
+DOCKER_ALONE = ("attack-network", "attack-write-outside", "attack-mutate-inputs")
+
+
+@pytest.mark.parametrize("backend, name", [*(("local", name) for name in sorted(ATTACKS)),
+                                           *(("docker", name) for name in DOCKER_ALONE)], indirect=["backend"])
 def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_path: Path, cache_dir: Path,
                              host_listener, victim: Path, monkeypatch: pytest.MonkeyPatch,
                              run_folders: set[str]) -> None:
