@@ -44,16 +44,15 @@ RUN_SLOTS = 4
 # limit, with four submissions' harnesses on two cores and another test suite beside them: at 5 s the host
 # memory hog (touching 64 MiB blocks up to its 1 GiB limit) once met the time limit first on a loaded
 # machine; at 20 s, under docker with two suites at once, it met it first again (its cgroup reclaiming at the
-# 1 GiB bound before the kernel's OOM kill). The one looping student pays it: 2 x 30 s in one run slot, while the
-# others go on.
+# 1 GiB bound before the kernel's OOM kill).
 LIMIT_S = 30.0
 LOOPING = "hostile-flash-infinite-loop"
 
 
-# The docker class: every attack, and the student who loops (each attack alone under docker: the few whose checks
-# go further, in tests/test_sandbox_attacks.py). What a container changes beside others is how these are held.
+# The docker class: every attack (each alone under docker: the few whose checks go further, in
+# tests/test_sandbox_attacks.py). What a container changes beside others is how these are held.
 def in_docker_class(name: str) -> bool:
-    return name.startswith("attack-") or name == LOOPING
+    return name.startswith("attack-")
 
 
 # The local class's innocent neighbours: two alternatives and two mutants, whose verdicts must come out as
@@ -65,9 +64,10 @@ LOCAL_NEIGHBOURS = ("alt-flash-row-outer", "alt-standard-online-softmax", "mutan
 def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None]:
     """Every student of the class, with the reference.
 
-    Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. The looping sample
-    costs a class 2 x LIMIT_S, so it is in the docker class alone (the local sandbox, the default, stops it in
-    tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py already). Docker: `in_docker_class`.
+    Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. Docker: `in_docker_class`.
+    The looping sample is in neither: it spins a core for 2 x LIMIT_S and is confirmed alone after the class, the
+    longest part of a class; a loop beside another harness is in tests/test_harnesses_at_once.py, and the local
+    sandbox (the default) stops it in tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py.
     """
     def wanted(name: str) -> bool:
         if backend == "docker":

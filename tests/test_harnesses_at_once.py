@@ -41,9 +41,10 @@ from test_sandbox_attacks import test_attack_is_contained as attack_is_contained
 
 # The attacks on what a neighbour shares or could see: the machine's processes and memory, the disk,
 # the inputs, the progress channel, the logs.
-# (Writing outside and reading secrets are about the host, not a neighbour: tests/test_sandbox_attacks.py.)
+# (Writing outside, reading secrets, huge output and mutated inputs are checked alone, and beside others in the
+# isolation classes: tests/test_sandbox_attacks.py, tests/test_batch_isolation.py.)
 NEIGHBOURLY = ("attack-fork-bomb", "attack-memory-hog", "attack-host-memory-hog", "attack-fill-private-tmp",
-               "attack-flood-output-files", "attack-mutate-inputs", "attack-forge-progress", "attack-huge-stdout")
+               "attack-flood-output-files", "attack-forge-progress")
 
 # Crashing, looping, void and wrong: each fails its own kernel, and the other kernel runs beside it.
 COMPARED = ("hostile-flash-segfault", "hostile-flash-infinite-loop", "attack-forge-progress",
