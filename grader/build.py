@@ -135,12 +135,12 @@ def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, to
     target = target_of(assignment)
     steps = build_steps(assignment, kernel, sources, toolchain)
     commands = list(steps.link) if not steps.parts else steps.commands  # one command: the key it always had
-    files = sources.contents
+    files, shim = sources.contents, target.shim_source(kernel)
     if isinstance(target, CompiledTarget):  # (a Python kernel's imports are not #includes: all its files count)
-        files = compiler_inputs(files, [part for part, _ in steps.parts] + compiled_sources(kernel),
-                                target.shim_source(kernel), _sources_of_other_kernels(assignment, kernel))
+        files = compiler_inputs(files, [part for part, _ in steps.parts] + compiled_sources(kernel), shim,
+                                _sources_of_other_kernels(assignment, kernel))
     # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
-    return _build_key(files, target.shim_source(kernel),
+    return _build_key(files, shim,
                       commands + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
 
 

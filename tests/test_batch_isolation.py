@@ -31,13 +31,13 @@ from grader.options import Options
 from grader.results import Result, Retry
 from grader.samples import Sample, compose, variants
 from grader.sandbox.host import make_searchable
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.spec import Assignment, load_assignment
 from grader.store import Store
 
 from conftest import with_time_limit
 from sandbox_fixtures import backend, docker_ready, orphaned_harnesses, run_folders  # noqa: F401  (fixtures)
 from test_batch import at, commit, submission
-from test_sandbox_attacks import ATTACK_WORDS, SECRET, host_listener, victim  # noqa: F401  (fixtures)
+from test_sandbox_attacks import ATTACK_WORDS, ESCAPES, SECRET, host_listener, victim  # noqa: F401  (fixtures)
 
 RUN_SLOTS = 4
 # Per call: long enough that every attack meets its own bound (memory, processes, files) before the time
@@ -49,12 +49,6 @@ LIMIT_S = 30.0
 LOOPING = "hostile-flash-infinite-loop"
 
 
-# The docker class: every attack (each alone under docker: the few whose checks go further, in
-# tests/test_sandbox_attacks.py). What a container changes beside others is how these are held.
-def in_docker_class(name: str) -> bool:
-    return name.startswith("attack-")
-
-
 # The local class's innocent neighbours: two alternatives and two mutants, whose verdicts must come out as
 # they do alone (every sample alone: tests/test_pipeline_cpu.py).
 LOCAL_NEIGHBOURS = ("alt-flash-row-outer", "alt-standard-online-softmax", "mutant-flash-no-rescale",
@@ -64,15 +58,17 @@ LOCAL_NEIGHBOURS = ("alt-flash-row-outer", "alt-standard-online-softmax", "mutan
 def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None]:
     """Every student of the class, with the reference.
 
-    Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. Docker: `in_docker_class`.
+    Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. Docker: every attack (each
+    alone under docker: the few whose checks go further, in tests/test_sandbox_attacks.py); what a container
+    changes beside others is how these are held.
     The looping sample is in neither: it spins a core for 2 x LIMIT_S and is confirmed alone after the class, the
     longest part of a class; a loop beside another harness is in tests/test_harnesses_at_once.py, and the local
     sandbox (the default) stops it in tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py.
     """
     def wanted(name: str) -> bool:
         if backend == "docker":
-            return in_docker_class(name)
-        return name.startswith(("attack-", "hostile-")) and name != LOOPING or name in LOCAL_NEIGHBOURS
+            return name.startswith("attack-")
+        return (name.startswith(("attack-", "hostile-")) and name != LOOPING) or name in LOCAL_NEIGHBOURS
 
     students: dict[str, Sample | None] = {"reference": None}
     students.update({v.name: v for v in variants(flash) if wanted(v.name)})
@@ -171,9 +167,7 @@ def test_the_attackers_corpus_graded_as_one_class_hurts_no_one(backend: str, pac
     everything = json.dumps([r.to_dict() for r in results.values()])
     assert "ATTACK SUCCEEDED" not in everything and SECRET not in everything
     assert host_listener == []
-    for path in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
-                 Path("/etc/pwned")):
-        assert not path.exists(), path
+    assert [path for path in ESCAPES if path.exists()] == []
     time.sleep(0.1)
     assert orphaned_harnesses(run_folders) == []
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())

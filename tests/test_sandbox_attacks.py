@@ -27,6 +27,9 @@ from sandbox_fixtures import ATTACK_PORT, loopback_listener, backend, docker_rea
 
 ATTACKS = {v.name: v for v in variants(load_assignment("flash-attention-cpu")) if v.name.startswith("attack-")}
 SECRET = "correct-horse-battery-staple"
+# Where attack-write-outside tries to write: none may exist after any attack.
+ESCAPES = (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
+           Path("/etc/pwned"))
 # What the attacked kernel's message must say, attack by attack (beside the status its VARIANT.toml gives).
 ATTACK_WORDS: dict[str, tuple[str, ...]] = {
     "attack-forge-progress": ("progress channel was tampered with",),
@@ -123,8 +126,7 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
                              run_folders: set[str]) -> None:
     # The secret sits in the grader's own environment, as an instructor's shell would have it.
     monkeypatch.setenv("KERNEL_GRADER_SECRET", SECRET)
-    for leftover in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
-                     Path("/etc/pwned")):
+    for leftover in ESCAPES:
         leftover.unlink(missing_ok=True)
     variant = ATTACKS[name]
     # Only an attack meant to run into the time limit meets it at 3 s: on a loaded machine any other could reach
@@ -144,8 +146,7 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
         # Said from the harness's own namespace, before the student's code ran.
         assert "network: loopback only, seen from inside the harness: lo" in result.environment.sandbox_enforced
     if name == "attack-write-outside":
-        for path in (Path("/tmp/kernel-grader-escape"), PROJECT_ROOT / "grader" / "pwned.py", Path("/root/pwned"),
-                     Path("/etc/pwned")):
+        for path in ESCAPES:
             assert not path.exists(), path
         assert not any(path.name == "pwned" for path in _cached_inputs(cache_dir)) and not (cache_dir / "pwned").exists()
         inputs_after = _inputs_digests(cache_dir)
