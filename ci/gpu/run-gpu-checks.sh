@@ -68,12 +68,12 @@ for part in $parts; do
                --out "$out/tiled-traffic.md" --json "$out/tiled-traffic.json" ;;
     # Issue 23: gpt2-m3, each required optimization's and the additional ones' GPU tests, the competition, the whole
     # reference graded at once (m3).
-    m3-local) run gpu-m3-local 120 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_local.py ;;
-    m3-kv) run gpu-m3-kv 200 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider tests/test_gpu_gpt2_m3_kv.py ;;
-    m3-ops) run gpu-m3-ops 150 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider tests/test_gpu_gpt2_m3_ops.py ;;
+    m3-local) run gpu-m3-local 90 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_local.py ;;
+    m3-kv) run gpu-m3-kv 180 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider tests/test_gpu_gpt2_m3_kv.py ;;
+    m3-ops) run gpu-m3-ops 130 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider tests/test_gpu_gpt2_m3_ops.py ;;
     m3-competition) run gpu-m3-competition 150 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider \
       tests/test_gpu_gpt2_m3_competition.py ;;
-    m3-flash) run gpu-m3-flash 200 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_flash.py ;;
+    m3-flash) run gpu-m3-flash 170 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_flash.py ;;
     m3) run gpu-m3 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3.py ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;
