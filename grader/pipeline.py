@@ -306,6 +306,7 @@ def _environment(assignment: Assignment, options: Options, sandbox, device: str,
         compiler=toolchain.description, sandbox=sandbox.name,
         sandbox_enforced=list(enforced) or sandbox.enforced(limits_for(assignment), gpu=target_of(assignment).needs_gpu),
         host=platform.node(), python=sys.version.split()[0], harnesses_at_once=harnesses_at_once,
+        determinism=list(target_of(assignment).determinism),
     )
 
 

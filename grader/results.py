@@ -396,6 +396,9 @@ class Environment:
     # The most kernel harnesses that ran at once: above 1, the cases' times were measured side by
     # side, not alone. A result stored before this field ran them one at a time.
     harnesses_at_once: int = 1
+    # The settings its harnesses fixed so that a run repeats (a torch pack's seed, deterministic algorithms,
+    # cuBLAS's workspace); empty where the target fixes none.
+    determinism: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

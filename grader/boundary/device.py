@@ -24,6 +24,9 @@ class Completion:
     # The error is an exception the kernel's own code raised (the python target), not the device's: the harness
     # reports it as such (`EndStatus.EXCEPTION`), with `error` saying what was raised and where.
     raised: bool = False
+    # The device memory the call took beyond what was allocated before it, where the target's allocator counts it
+    # (torch's CUDA allocator: torch.cuda.max_memory_allocated after a reset); None elsewhere.
+    peak_device_bytes: int | None = None
 
 
 class Device(Protocol):

@@ -197,6 +197,8 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
         peak: int | None = sampler.peak_extra_bytes
     else:
         completion, peak = device.call(library, arguments), None
+    if peak is None:
+        peak = completion.peak_device_bytes  # the allocator's own count (torch on CUDA), per case
     if completion.status != 0:
         progress.emit(Event.END, index, **failed(completion).fields())
         return False

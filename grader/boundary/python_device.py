@@ -140,6 +140,7 @@ class PythonDevice(HostMemory):
                 lines = student_traceback(error, library.path).split("\n", 1)
                 return Completion(CALL_FAILED, 0.0, None, "\n".join([f"{lines[0]} (while importing {library.file})",
                                                                      *lines[1:]]), raised=True)
+        torch_on = _torch_prepared()
         events = _cuda_events()
         started = time.perf_counter()
         if events is not None:
@@ -151,22 +152,59 @@ class PythonDevice(HostMemory):
                               student_traceback(error, library.path), raised=True)
         device_ms = _elapsed_ms(events)
         wall_ms = (time.perf_counter() - started) * 1e3
+        peak = _torch_peak_bytes(torch_on)
         if returned is not None:
             print(f"kernel-grader: {library.function_name} returned a {type(returned).__name__}, which is ignored: "
                   "outputs are written in place, into the arrays it is given", file=sys.stderr, flush=True)
-        return Completion(0, wall_ms, device_ms)
+        return Completion(0, wall_ms, device_ms, peak_device_bytes=peak)
+
+
+def _torch_prepared() -> int | None:
+    """Where the kernel's module has imported torch: its random state fixed (seed 0, deterministic algorithms, TF32
+    off: the settings `grader.targets.TORCH_DETERMINISM` records), and on CUDA the peak memory counter reset.
+    Returns the CUDA memory allocated now (the base the call's peak is read against), None without CUDA."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        torch.manual_seed(0)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        if not torch.cuda.is_available():
+            return None
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        return int(torch.cuda.memory_allocated())
+    except Exception:  # a broken CUDA context: the call's own outputs show it
+        return None
+
+
+def _torch_peak_bytes(base: int | None) -> int | None:
+    """The most CUDA memory torch's allocator held during the call beyond what it held before (None without CUDA)."""
+    if base is None:
+        return None
+    try:
+        torch = sys.modules["torch"]
+        torch.cuda.synchronize()
+        return max(0, int(torch.cuda.max_memory_allocated()) - base)
+    except Exception:
+        return None
 
 
 def _cuda_events() -> tuple[Any, Any] | None:
-    """A start and an end event on CuPy's current stream where the kernel's module has imported CuPy (a GPU pack),
-    else None: the call is then timed by CUDA events, the end one waited for, so the GPU's work is inside."""
-    cupy = sys.modules.get("cupy")
-    if cupy is None:
-        return None
+    """A start and an end event on the current stream where the kernel's module has imported CuPy or torch with a
+    GPU, else None: the call is then timed by CUDA events, the end one waited for, so the GPU's work is inside."""
     try:
-        return cupy.cuda.Event(), cupy.cuda.Event()
+        if (cupy := sys.modules.get("cupy")) is not None:
+            return cupy.cuda.Event(), cupy.cuda.Event()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            return start, end
     except Exception:  # no device (or a broken context): the wall clock is all there is
         return None
+    return None
 
 
 def _elapsed_ms(events: tuple[Any, Any] | None) -> float | None:
@@ -178,7 +216,9 @@ def _elapsed_ms(events: tuple[Any, Any] | None) -> float | None:
         start, end = events
         end.record()
         end.synchronize()
-        return float(sys.modules["cupy"].cuda.get_elapsed_time(start, end))
+        if "cupy" in sys.modules:
+            return float(sys.modules["cupy"].cuda.get_elapsed_time(start, end))
+        return float(start.elapsed_time(end))  # torch's events
     except Exception:
         return None
 

@@ -65,6 +65,8 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
         _line(console, Text(line))
     _line(console, Text(f"device: {result.environment.device or 'none'}   compiler: {result.environment.compiler}   "
                         f"took {result.stages.get('total', 0):.1f} s", "dim"))
+    if result.environment.determinism:
+        _line(console, Text(f"determinism: {'; '.join(result.environment.determinism)}", "dim"))
     if result.message:
         _line(console, Text(result.message, "yellow"))
     builds = compiled_files(result)

@@ -36,6 +36,19 @@ _MODULES = {"cuda": "grader.targets.cuda", "cpp": "grader.targets.cpp", "python"
 TARGET_NAMES = tuple(_MODULES)
 # Python packages whose code runs on an NVIDIA GPU: a pack that names one among its python_packages needs a GPU.
 GPU_PACKAGES = ("cupy", "cupyx")
+# A package entry that asks for a GPU without being one: "torch.cuda" (torch imported as torch; a torch pack that
+# names torch alone runs on the CPU wherever it grades, on a GPU where it also names this).
+GPU_MARKERS = ("torch.cuda",)
+# Packages whose harness fixes its random state before each call (python_device: torch.manual_seed and
+# deterministic algorithms); the settings are recorded in the result's environment (`determinism`).
+SEEDED_PACKAGES = ("torch",)
+TORCH_DETERMINISM = ("torch.manual_seed(0) before each call", "torch.use_deterministic_algorithms(True, "
+                     "warn_only=True)", "CUBLAS_WORKSPACE_CONFIG=:4096:8", "TF32 off (cuda.matmul, cudnn)")
+
+
+def needs_gpu_for(package: str) -> bool:
+    """Whether a python_packages entry makes a pack need a GPU (cupy; the marker torch.cuda)."""
+    return package in GPU_MARKERS or package.split(".")[0] in GPU_PACKAGES
 LIBRARY_FILE = "lib.so"  # what a target's compile command writes in its work folder, and its harness half loads
 
 
@@ -60,6 +73,7 @@ class Target(Protocol):
     # What its harness half imports, made visible inside the sandbox; `target_of` adds the assignment's own.
     python_packages: tuple[str, ...]
     harness_env: dict[str, str]  # set for each correctness harness (and the sanitizer's)
+    determinism: tuple[str, ...]  # the settings its harnesses fix for reproducible runs (torch's), for the result
     device_module: str  # its harness half, a module with `open_device(sanitizer: bool, device_code: str) -> Device`
     shim_file: str  # the generated file a build gets beside the sources
 
@@ -141,7 +155,13 @@ def target_with(name: str, packages: tuple[str, ...] = ()) -> Target:
     widened = copy.copy(target)
     widened.python_packages = (*target.python_packages, *extra)
     # Its harness must see the GPU, run in a GPU slot, and is not run where there is none.
-    widened.needs_gpu = target.needs_gpu or any(p.split(".")[0] in GPU_PACKAGES for p in extra)
+    widened.needs_gpu = target.needs_gpu or any(needs_gpu_for(p) for p in extra)
+    if any(p.split(".")[0] in SEEDED_PACKAGES for p in extra):
+        # cuBLAS's deterministic reductions need a fixed workspace (torch's deterministic mode asks for it).
+        widened.harness_env = {**target.harness_env, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+        if not widened.needs_gpu:  # a CPU torch pack runs on the CPU on a GPU machine too (no GPU slot is held)
+            widened.harness_env["CUDA_VISIBLE_DEVICES"] = ""
+        widened.determinism = TORCH_DETERMINISM
     return widened
 
 
@@ -150,7 +170,7 @@ def packages_to_install(assignment: Assignment) -> tuple[str, ...]:
     a machine set up to grade it (Gradescope's setup.sh, a template's CI workflow). NumPy is the grader's own; a GPU
     package is left out, its wheel being named for the CUDA version (cupy-cuda12x, cupy-cuda13x)."""
     own = target_named(assignment.target).python_packages
-    return tuple(p for p in assignment.python_packages if p not in own and p.split(".")[0] not in GPU_PACKAGES)
+    return tuple(p for p in assignment.python_packages if p not in own and not needs_gpu_for(p))
 
 
 def target_of(assignment: Assignment) -> Target:

@@ -27,6 +27,7 @@ class CompiledTarget(HostTarget):
     compute_sanitizer: bool
     python_packages: tuple[str, ...]
     harness_env: dict[str, str]
+    determinism: tuple[str, ...]
     device_module: str
     shim_file: str
     shim_template: str

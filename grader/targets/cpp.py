@@ -34,6 +34,7 @@ class CppTarget(CompiledTarget):
     compute_sanitizer = False
     python_packages = ("numpy",)
     harness_env: dict[str, str] = {}
+    determinism: tuple[str, ...] = ()
     device_module = "grader.boundary.cpp_device"
     shim_file = "kg_shim.cpp"
     shim_template = _SHIM

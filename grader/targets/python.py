@@ -92,6 +92,7 @@ class PythonTarget(HostTarget):
     compute_sanitizer = False
     python_packages: tuple[str, ...] = ("numpy",)  # a pack adds its own ([assignment] python_packages)
     harness_env: dict[str, str] = {}
+    determinism: tuple[str, ...] = ()
     device_module = "grader.boundary.python_device"
     shim_file = ENTRY_FILE
 
