@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 import platform
 import sys
 import tempfile
@@ -220,12 +221,13 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     checks_gold = check_gold(assignment, ran.built.checks, outcomes, ran.built.check_inputs, options.cache_dir)
     lap("gold")
 
-    def verdict_of(kernel: Kernel, case: Case) -> Verdict | None:
+    def verdict_of(kernel: Kernel, case: Case) -> tuple[Verdict | None, dict[str, list[float | None]]]:
         outcome = outcomes.get((kernel.name, case.name))
         if outcome is None or outcome.status != CallStatus.OK or outcome.output_dir is None:
-            return None
+            return None, {}
         produced = _load_outputs(outcome.output_dir, kernel)
-        return compare(produced, gold[(kernel.name, case.name)], kernel.tolerance_for(case))
+        return (compare(produced, gold[(kernel.name, case.name)], kernel.tolerance_for(case)),
+                reported_values(kernel, produced))
 
     # A few cases at once: one case's outputs are read from disk while another's are compared (each
     # compare spreads its blocks over the cores itself).
@@ -234,8 +236,11 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
                             pool.map(lambda item: verdict_of(item[0], item[1]), selection)))
     kernel_results = []
     for kernel in kernels:
-        cases = [case_result(case, outcomes.get((kernel.name, case.name)), verdicts[(kernel.name, case.name)],
-                             kernel.tolerance_for(case)) for case in (c for k, c, _ in selection if k is kernel)]
+        cases = []
+        for case in (c for k, c, _ in selection if k is kernel):
+            verdict, reported = verdicts[(kernel.name, case.name)]
+            cases.append(case_result(case, outcomes.get((kernel.name, case.name)), verdict,
+                                     kernel.tolerance_for(case), reported))
         kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name),
                                            ran.logs.get(kernel.name, "")))
     kernel_results += check_results(assignment, ran.built.checks, artifacts, outcomes, checks_gold, ran.logs,
@@ -312,6 +317,12 @@ def _environment(assignment: Assignment, options: Options, sandbox, device: str,
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def reported_values(kernel: Kernel, produced: dict[str, np.ndarray]) -> dict[str, list[float | None]]:
+    """The values of the outputs the spec marks `report`, as the result keeps them (None where not finite: JSON)."""
+    return {b.name: [float(v) if math.isfinite(v) else None for v in produced[b.name].astype(np.float64).ravel()]
+            for b in kernel.buffers_with("output") if b.report and b.name in produced}
 
 
 def _load_outputs(folder: Path, kernel: Kernel) -> dict[str, np.ndarray]:

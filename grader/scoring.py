@@ -26,8 +26,10 @@ from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus, Out
 
 
 def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None,
-                tolerance: Tolerance | None = None) -> CaseResult:
-    """One case's line in the result, from how its call ended and, if it ran, its verdict."""
+                tolerance: Tolerance | None = None,
+                reported: dict[str, list[float | None]] | None = None) -> CaseResult:
+    """One case's line in the result, from how its call ended and, if it ran, its verdict (and the values of the
+    outputs its kernel reports)."""
     judged = {"atol": tolerance.atol, "rtol": tolerance.rtol} if tolerance else {}
     if outcome is None:
         return CaseResult(case.name, case.public, CaseStatus.NOT_RUN, False, "not run: the kernel did not build",
@@ -61,7 +63,8 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         nonfinite=verdict.nonfinite, zeros=verdict.zeros, transposed=verdict.transposed, row_shift=verdict.row_shift,
         params=_sizes(case), out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
         signal=outcome.signal, scratch_written=[ScratchWritten(w.buffer, w.written, w.elements) for w in outcome.written],
-        peak_extra_bytes=None if outcome.peak_extra_bytes is None else int(outcome.peak_extra_bytes), **judged,
+        peak_extra_bytes=None if outcome.peak_extra_bytes is None else int(outcome.peak_extra_bytes),
+        reported=reported or {}, **judged,
     )
 
 

@@ -40,6 +40,8 @@ SERIAL_GROUPS = {
     # A module-scoped fixture that builds or sweeps for tens of seconds: its tests on one worker, so that two
     # workers never do the same work at once (the build cache is shared only once a build is done).
     "gpt2-m2-builds": ("test_gpt2_m2_pack",),
+    # Each sample graded once per module; every harness imports PyTorch (~1-2 s).
+    "contextual-sparsity": ("test_contextual_sparsity_pack",),
     "gpt2-m3-ops-builds": ("test_gpt2_m3_ops",),
     # req_4's six nvcc builds; the FlashAttention emulations on gpt2-full's inputs (~20 s of NumPy).
     "gpt2-m3-flash": ("test_gpt2_m3_flash", "test_gpt2_m3_flash_emulated"),

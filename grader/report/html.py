@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.report.curves import figures_by_kernel
 from grader.report.render import context, environment
 from grader.results import Result
 
 
 def render(result: Result) -> str:
-    return environment(autoescape=True).get_template("report.html.j2").render(context(result))
+    return environment(autoescape=True).get_template("report.html.j2").render(
+        {**context(result), "figures": figures_by_kernel(result)})
 
 
 def write(result: Result, path: Path) -> None:

@@ -46,8 +46,12 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
                 nullable=b.get("nullable", bool, False),
                 mutable=b.get("mutable", bool, False),
                 init=init,  # type: ignore[arg-type]
+                report=b.get("report", bool, False),
             )
         )
+        if buffers[-1].report and role != "output":
+            raise SpecError(f"{where} buffers.{parameter.name}: 'report' keeps an output's values in the result; "
+                            f"this buffer's role is '{role}'")
     unknown = set(buffers_table) - {b.name for b in buffers}
     if unknown:
         raise SpecError(f"{where}: 'buffers' names {sorted(unknown)}, which are not pointer parameters of the signature")

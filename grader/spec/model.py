@@ -82,6 +82,8 @@ class Buffer:
     # Scratch a variant's technique must leave (nearly) unwritten (`Variant.untouched`): it starts as `init` says
     # (zeros or poison), and the harness counts the elements the call changed.
     count_written: bool = False
+    # An output whose values (a few: accuracy per k) the result keeps, for a report's figure (`CaseResult.reported`).
+    report: bool = False
 
 
 @dataclass(frozen=True)

@@ -44,11 +44,16 @@ GPU_MARKERS = ("torch.cuda",)
 SEEDED_PACKAGES = ("torch",)
 TORCH_DETERMINISM = ("torch.manual_seed(0) before each call", "torch.use_deterministic_algorithms(True, "
                      "warn_only=True)", "CUBLAS_WORKSPACE_CONFIG=:4096:8", "TF32 off (cuda.matmul, cudnn)")
+# The version a machine set up to grade installs: a plain `torch` is whichever is newest (and multi-GB); the one
+# the PyTorch packs are tested with is pinned.
+PINNED = {"torch": "torch==2.13.0"}
 
 
 def needs_gpu_for(package: str) -> bool:
     """Whether a python_packages entry makes a pack need a GPU (cupy; the marker torch.cuda)."""
     return package in GPU_MARKERS or package.split(".")[0] in GPU_PACKAGES
+
+
 LIBRARY_FILE = "lib.so"  # what a target's compile command writes in its work folder, and its harness half loads
 
 
@@ -170,7 +175,7 @@ def packages_to_install(assignment: Assignment) -> tuple[str, ...]:
     a machine set up to grade it (Gradescope's setup.sh, a template's CI workflow). NumPy is the grader's own; a GPU
     package is left out, its wheel being named for the CUDA version (cupy-cuda12x, cupy-cuda13x)."""
     own = target_named(assignment.target).python_packages
-    return tuple(p for p in assignment.python_packages if p not in own and not needs_gpu_for(p))
+    return tuple(PINNED.get(p, p) for p in assignment.python_packages if p not in own and not needs_gpu_for(p))
 
 
 def target_of(assignment: Assignment) -> Target:

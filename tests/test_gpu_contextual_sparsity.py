@@ -1,0 +1,84 @@
+"""contextual-sparsity on a GPU machine: the reference's top-k on CUDA tensors against the float64 gold, and the
+reference graded whole through the pack's adapter (marked `gpu`: skipped, with the reason, where there is none).
+
+The adapter computes on the GPU where PyTorch in its harness sees one; whether the harness sees it is the python
+target's rule for a pack naming torch (until it gives torch packs the GPU, the graded run is on the CPU, and the
+last test says so by skipping)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.cases import Seed, make_case_inputs
+from grader.spec import Assignment, load_assignment
+from grader.targets import target_of
+
+from pack_samples import Graded, graded_once, kernel_of
+
+PACK = "contextual-sparsity"
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                                  reason="no PyTorch on this machine")]
+
+
+@pytest.fixture(scope="module")
+def pack() -> Assignment:
+    return load_assignment(PACK)
+
+
+@pytest.fixture(scope="module")
+def graded(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Graded:
+    return graded_once(pack, tmp_path_factory, cache_dir)
+
+
+@pytest.fixture
+def reference_code(pack: Assignment, monkeypatch: pytest.MonkeyPatch):
+    """The reference's sparsity/topk.py and the pack's models, imported here (the test's process sees the GPU)."""
+    monkeypatch.syspath_prepend(str(pack.reference_dir))
+    for name in ("sparsity", "sparsity.topk", "sparsity_models"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import sparsity.topk as topk
+    import sparsity_models as models
+    return topk, models
+
+
+def test_reference_topk_on_cuda_matches_the_float64_gold(pack: Assignment, reference_code) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch here sees no CUDA device")
+    topk, models = reference_code
+    gold = pack.numpy_reference()
+    kernel = next(k for k in pack.kernels if k.name == "classifier_logits")
+    cuda = torch.device("cuda")
+    for case in kernel.cases:
+        arrays = make_case_inputs(pack, kernel, case, Seed(pack.public_seed))
+        model = models.MLPClassifier().to(device=cuda, dtype=torch.float64)
+        with torch.no_grad():
+            for layer, w, b in zip([*model.hidden, model.out], ("w1", "w2", "w3"), ("b1", "b2", "b3")):
+                layer.weight.copy_(torch.from_numpy(arrays[w].reshape(tuple(layer.weight.shape))))
+                layer.bias.copy_(torch.from_numpy(arrays[b]))
+            x = torch.from_numpy(arrays["x"].reshape(case.params["batch"], 16)).to(cuda)
+            found = topk.topk_forward(model, x, case.params["k"])
+        assert found.device.type == "cuda"
+        expected = gold.classifier_logits(**arrays, **case.params)["logits"]
+        np.testing.assert_allclose(found.cpu().numpy().reshape(-1), expected, rtol=1e-9, atol=1e-10,
+                                   err_msg=case.name)
+
+
+def test_reference_scores_full_marks_on_the_gpu_machine(graded: Graded) -> None:
+    result = graded(None)
+    assert result.score == result.max_score == 12, [k.message for k in result.kernels]
+    assert max(c.tolerance_used for k in result.kernels for c in k.cases) < 1e-3
+
+
+def test_the_adapter_computes_on_cuda_where_the_harness_sees_the_gpu(pack: Assignment, graded: Graded) -> None:
+    if not target_of(pack).needs_gpu:
+        pytest.skip("the python target does not give a torch pack's harness the GPU (yet): the graded run is on the "
+                    "CPU")
+    log = kernel_of(graded(None), "classifier_accuracy").log
+    assert "on cuda" in log, log
