@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,13 @@ import hermetic
 
 SESSION = pytest.StashKey[hermetic.Session]()
 REPLACED = pytest.StashKey[dict]()
+
+
+# The PyTorch packs' harnesses import torch, which the `test` extra leaves out (pyproject.toml says why).
+needs_torch = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None,
+    reason="PyTorch is not installed: the PyTorch packs' harnesses import it (pip install -e '.[test,torch]'; "
+           "left out of the test extra for CI's time)")
 
 
 def gpu_skip_reason() -> str | None:

@@ -8,7 +8,6 @@ saying so, where this machine has none.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -23,13 +22,11 @@ from grader.samples import Sample
 from grader.spec import Assignment, load_assignment
 from grader.spec.assignments import load_assignment_module
 
-from conftest import variant_params
+from conftest import needs_torch, variant_params
 from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of, sample_named
 
 PACK = "contextual-sparsity"
 WHOLE = ("mutant-topk-by-absolute-value", "mutant-topk-over-batch")  # graded on every kernel: see their tests
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                 reason="no PyTorch here: the pack's harness imports it (pip install torch==2.13.0)")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ last test says so by skipping)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -18,11 +17,11 @@ from grader.cases import Seed, make_case_inputs
 from grader.spec import Assignment, load_assignment
 from grader.targets import target_of
 
+from conftest import needs_torch
 from pack_samples import Graded, graded_once, kernel_of
 
 PACK = "contextual-sparsity"
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                                  reason="no PyTorch on this machine")]
+pytestmark = [pytest.mark.gpu, needs_torch]
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
-
 from grader.options import Options
 from grader.pipeline import grade
 from grader.spec import load_assignment
@@ -18,7 +16,9 @@ from grader.timing.run import time_submission
 from grader.timing.spec import load_timing
 from grader.timing.sweep import sweep_points
 
-pytestmark = pytest.mark.gpu
+from conftest import needs_torch
+
+pytestmark = [pytest.mark.gpu, needs_torch]
 
 PACK = "nanogpt-kvcache-cuda"
 

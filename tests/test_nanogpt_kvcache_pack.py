@@ -13,12 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-try:
-    import torch  # noqa: F401  (the pack's harnesses import it; pinned: pyproject.toml's test extra)
-except ImportError:
-    pytest.skip("torch is not installed (pip install torch==2.13.0): the nanogpt-kvcache pack's harnesses import it",
-                allow_module_level=True)
-
 from grader.cases import Seed, make_case_inputs
 from grader.options import Options
 from grader.pipeline import grade
@@ -26,7 +20,7 @@ from grader.samples import Sample
 from grader.spec import Assignment, load_assignment
 from grader.targets import target_of
 
-from conftest import grade_variant, variant_params
+from conftest import grade_variant, needs_torch, variant_params
 from pack_samples import kernel_of
 
 PACK = "nanogpt-kvcache"
@@ -53,6 +47,7 @@ def graded_public(pack: Assignment, tmp_path_factory: pytest.TempPathFactory, ca
     return result_of
 
 
+@needs_torch
 def test_torch_pack_grades_on_the_cpu_with_its_determinism_recorded(pack: Assignment, graded_public) -> None:
     target = target_of(pack)
     assert not target.needs_gpu and "torch" in target.python_packages
@@ -74,6 +69,7 @@ def test_cuda_marker_makes_a_torch_pack_need_the_gpu() -> None:
     assert "torch.cuda" not in packages_to_install(load_assignment("nanogpt-kvcache-cuda"))
 
 
+@needs_torch
 def test_template_without_a_cache_fails_the_cached_kernels_and_says_how_to_switch_one(
         pack: Assignment, cache_dir: Path) -> None:
     result = grade(pack.template_dir, pack, Options(cache_dir=cache_dir, public_only=True))
@@ -84,6 +80,7 @@ def test_template_without_a_cache_fails_the_cached_kernels_and_says_how_to_switc
         assert all("model.py has no cache switch" in c.message for c in kernel.cases), kernel.cases[0].message
 
 
+@needs_torch
 @pytest.mark.parametrize("sample", variant_params(PACK))
 def test_each_sample_fails_exactly_its_expected_public_cases(sample: Sample, graded_public) -> None:
     result = graded_public(sample)
@@ -111,6 +108,7 @@ def adapter(pack: Assignment):
         sys.modules.update(saved)
 
 
+@needs_torch
 @pytest.mark.parametrize("cached", [True, False], ids=["cached", "uncached"])
 def test_reference_generation_is_a_float64_gpt2_generating_greedily(pack: Assignment, adapter, cached: bool) -> None:
     grading, truth = adapter
