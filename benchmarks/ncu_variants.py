@@ -128,10 +128,11 @@ def table(rows: list[Measured], device: str) -> str:
         if row.variant is None:
             continue
         was = base.get((row.kernel, row.metric), float("nan"))
-        ratio = row.value / was if was else float("nan")
+        # No ratio where kernels/ counted none (or was not measured): "-" rather than a bare nan or inf.
+        ratio = f"{row.value / was:.3f}" if was else "-"
         unit = " %" if row.metric == "l2_hit_rate" else ""
         lines.append(f"| {row.variant} | {row.kernel} | {row.case} | {row.metric} | {was:,.1f}{unit} "
-                     f"| {row.value:,.1f}{unit} | {ratio:.3f} |")
+                     f"| {row.value:,.1f}{unit} | {ratio} |")
     return "\n".join(lines)
 
 

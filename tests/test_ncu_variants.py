@@ -4,6 +4,8 @@ the H200: tests/test_gpu_gpt2_m3_ops.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -60,6 +62,9 @@ def test_each_runs_timed_call_gives_its_figures(ncu: ModuleType) -> None:
         (None, "shared_bank_conflicts", 1001.0), (None, "l2_hit_rate", 30.0), ("op_12", "shared_bank_conflicts", 11.0)]
     page = ncu.table(rows, "a GPU")
     assert f"| op_12 | matmul | {matmul.cases[-1].name} | shared_bank_conflicts | 1,001.0 | 11.0 | 0.011 |" in page
+    # Where kernels/ counted none, no ratio (not a bare nan).
+    none = [dataclasses.replace(r, value=0.0) for r in rows]
+    assert f"| op_12 | matmul | {matmul.cases[-1].name} | shared_bank_conflicts | 0.0 | 0.0 | - |" in ncu.table(none, "a GPU")
     with pytest.raises(RuntimeError, match="expected 6"):
         ncu.measured(listed, runs + [("op_12", matmul, ("l2_hit_rate",))])
 
