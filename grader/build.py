@@ -120,9 +120,11 @@ def build_steps(assignment: Assignment, kernel: Kernel, sources: KernelSources, 
     target = target_of(assignment)
     parts = target.folder_sources(kernel, sources.contents)
     objects = tuple(f"{OBJECTS_DIR}/{part}.o" for part in parts)
-    link = target.compile_command(assignment, kernel, toolchain, library_flags(assignment.libraries, toolchain),
-                                  ARCHIVE_FILE if parts else None)
-    return BuildSteps(tuple((part, tuple(target.object_command(assignment, toolchain, part, obj)))
+    libraries = library_flags(assignment.libraries, toolchain)
+    link = target.compile_command(assignment, kernel, toolchain, libraries, ARCHIVE_FILE if parts else None)
+    # The libraries' headers (CUTLASS's) for the other files too: a student's .cu may hold the CUTLASS GEMM.
+    headers = [flag for i, flag in enumerate(libraries) if flag == "-I" or (i and libraries[i - 1] == "-I")]
+    return BuildSteps(tuple((part, (*target.object_command(assignment, toolchain, part, obj), *headers))
                             for part, obj in zip(parts, objects)), objects, tuple(link))
 
 
@@ -184,6 +186,10 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
             (workdir / relative).write_bytes(content)
         (workdir / target.shim_file).write_text(shim)
         status, message = _run_steps(steps, target, sandbox, workdir)
+        missing = target.library_missing(assignment.libraries, message) \
+            if status is BuildStatus.COMPILE_ERROR and isinstance(target, CompiledTarget) else None
+        if missing:  # not the submission's error, and not kept in the build cache: a machine with it builds it
+            raise MachineError(missing, "library")
         folder.mkdir(parents=True, exist_ok=True)
         built = {"status": status.value, "message": message}
         save_build(folder, workdir / LIBRARY_FILE if status == BuildStatus.BUILT else None, built)
@@ -294,8 +300,9 @@ def _compile_in(sandbox: Sandbox, command: list[str], workdir: Path, seconds: fl
         if "LD_LIBRARY_PATH" in os.environ:
             env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
         try:
-            process = sandbox.start(command, cwd=workdir, mounts=Mounts(writable=workdir), limits=COMPILE_LIMITS,
-                                    stdout=out, stderr=err, env=env)
+            process = sandbox.start(command, cwd=workdir, mounts=Mounts(read_only=_include_folders(command),
+                                                                        writable=workdir),
+                                    limits=COMPILE_LIMITS, stdout=out, stderr=err, env=env)
         except OSError as error:
             return None, _cannot_run(command, error)
         try:
@@ -314,6 +321,12 @@ def _compile_in(sandbox: Sandbox, command: list[str], workdir: Path, seconds: fl
             raise MachineError(f"{command[0]} was killed (SIGKILL) by the machine, not by a limit of the grader's: "
                                "it had too little memory, or it was being shut down", "resources")
         return returncode, output
+
+
+def _include_folders(command: list[str]) -> tuple[Path, ...]:
+    """The grader's own include folders in a build command (a library's headers: CUTLASS), shown read-only in the
+    sandbox: a container sees only its image otherwise. The commands are the spec's and the grader's, never a student's."""
+    return tuple(Path(folder) for flag, folder in zip(command, command[1:]) if flag == "-I" and Path(folder).is_absolute())
 
 
 def _compile(command: list[str], workdir: Path, seconds: float) -> tuple[int | None, str]:

@@ -21,6 +21,7 @@ from grader.results import Result
 from grader.samples import variants
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
+from grader.targets.cuda import cutlass_include
 
 from conftest import grade_variant, with_time_limit
 
@@ -97,3 +98,19 @@ def test_op_samples_pass_every_kernel(m3: Assignment, tmp_path: Path, cache_dir:
     assert kernel.status is sample.expect and kernel.score == kernel.max_score, kernel.message
     found = next(v for v in result.variants if v.name == variant)
     assert found.status is Outcome.PASSED and found.score == found.max_score, found.message
+
+
+@pytest.mark.skipif(cutlass_include() is None, reason="no CUTLASS headers on this machine: set KERNEL_GRADER_CUTLASS "
+                                                      "to a CUTLASS checkout, or pip install nvidia-cutlass")
+def test_a_cutlass_device_gemm_builds_with_the_courses_include_and_passes(m3: Assignment, tmp_path: Path,
+                                                                            cache_dir: Path) -> None:
+    """op_14 as a team writes it (cutlass::gemm::device::Gemm, TF32 tensor cores, shapes configured): built with
+    CUTLASS's include folder, as the course's Makefile adds it, every kernel passes and the binary shows CUTLASS."""
+    sample = next(v for v in variants(m3) if v.name == "course-op14-cutlass-gemm")
+    result = grade_variant(m3, sample, tmp_path, cache_dir, kernels=("op_14",), public_only=True)
+    failed = [(k.name, k.message) for k in result.kernels if k.status is not KernelStatus.PASSED]
+    assert not failed, failed
+    op_14 = next(v for v in result.variants if v.name == "op_14")
+    assert op_14.status is Outcome.PASSED and op_14.score == 3 and not op_14.missing_evidence, op_14.message
+    assert any(line.startswith("CUTLASS/CuTe kernels: in matmul") for line in variant_evidence(op_14)), \
+        variant_evidence(op_14)

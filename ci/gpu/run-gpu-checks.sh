@@ -4,7 +4,7 @@
 #   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled traffic class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
 #                                               traffic m3-local m3-kv m3-ops m3-competition m3-flash m3 torch
-#                                               m3-speedups
+#                                               m3-speedups m3-cutlass
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -78,11 +78,15 @@ for part in $parts; do
     m3) run gpu-m3 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3.py ;;
     # Issue 24: the PyTorch packs, their CPU tests (skipped in CI, which installs no torch) and their GPU tests.
     # Four workers where pytest-xdist is there (the packs' CPU modules beside the GPU group).
-    torch) run gpu-torch 360 python3 -m pytest -q -ra -s -p no:cacheprovider $(python3 -c 'import xdist' 2>/dev/null &&
+    torch) run gpu-torch 320 python3 -m pytest -q -ra -s -p no:cacheprovider $(python3 -c 'import xdist' 2>/dev/null &&
       echo -n 4 --dist loadgroup) tests/test_nanogpt_kvcache_pack.py tests/test_contextual_sparsity_pack.py \
       tests/test_gpu_nanogpt_kvcache.py tests/test_gpu_contextual_sparsity.py ;;
+    # Issue 23: op_14 as a team writes it, CUTLASS's device GEMM, built with CUTLASS's headers (pip's nvidia-cutlass in
+    # .whl/, or $KERNEL_GRADER_CUTLASS) and run.
+    m3-cutlass) run gpu-m3-cutlass 90 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_ops.py \
+      -k cutlass ;;
     # Issue 23: the speed-up table of gpt2-m3's reference variants (req_4..6, op_N) against its kernels/.
-    m3-speedups) run m3-speedups 200 python3 benchmarks/speedups.py --assignment gpt2-m3 --cap-s 0.5 \
+    m3-speedups) run m3-speedups 170 python3 benchmarks/speedups.py --assignment gpt2-m3 --cap-s 0.5 \
       --out "$out/m3-speedups" ;;
     floor) run floor 240 python3 benchmarks/floor.py --repeat 3 --json "$out/floor.json" ;;
     class) run class 480 python3 benchmarks/class_on_gpu.py --sizes "${CLASS_SIZES:-24,96}" --json "$out/class.json" ;;

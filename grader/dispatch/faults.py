@@ -18,9 +18,10 @@ from grader.errors import MachineError
 
 # "process_died": a run slot's process ended under it; "thread": a thread of the grader's could not
 # start; "device": the harness could not open its GPU; "harness": a harness never reached its
-# device; "resources": the kernel refused a process, memory or a file (EAGAIN, ENOMEM, EMFILE, ENFILE).
-FaultKind = Literal["process_died", "thread", "device", "harness", "resources"]
-FAULT_KINDS: tuple[FaultKind, ...] = ("process_died", "thread", "device", "harness", "resources")
+# device; "resources": the kernel refused a process, memory or a file (EAGAIN, ENOMEM, EMFILE, ENFILE); "library": a
+# library the assignment provides (CUTLASS's headers) is not on this machine.
+FaultKind = Literal["process_died", "thread", "device", "harness", "resources", "library"]
+FAULT_KINDS: tuple[FaultKind, ...] = ("process_died", "thread", "device", "harness", "resources", "library")
 EXHAUSTED = (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE)
 # CPython's words when a thread cannot start (threading.Thread.start): it raises a plain RuntimeError.
 THREAD_NOT_STARTED = "can't start new thread"
@@ -32,6 +33,7 @@ FAULT_WORDS: dict[str, str] = {
     "device": "open the GPU",
     "harness": "start a harness",
     "resources": "start a process (out of processes, memory or open files)",
+    "library": "find a library the assignment provides",
 }
 
 

@@ -35,8 +35,9 @@ EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas", "constan
 NCU_METRICS: tuple[str, ...] = ("shared_bank_conflicts", "l2_hit_rate")
 # The input types a tensor-core instruction is read as taking (grader.evidence: HMMA.1684.F32.TF32 takes TF32).
 TENSOR_CORE_PRECISIONS: tuple[str, ...] = ("TF32", "FP16", "BF16", "FP64", "FP8", "FP4", "INT8", "INT4", "1-bit")
-# Libraries an assignment may link when the machine has them (their use can still be forbidden).
-LIBRARIES = ("cublas",)
+# Libraries an assignment may link when the machine has them (their use can still be forbidden). CUTLASS is
+# headers only: its include folder, as the course's Makefile adds CUTLASS_INCLUDES (grader.targets.cuda).
+LIBRARIES = ("cublas", "cutlass")
 
 
 @dataclass(frozen=True)

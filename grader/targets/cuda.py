@@ -5,6 +5,7 @@ checked by compute-sanitizer."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -150,10 +151,24 @@ class CudaTarget(CompiledTarget):
         """Compiler flags that link the assignment's libraries where this machine has them.
 
         Linked "as needed": only a library that calls cuBLAS depends on it (and loads it). Looked for
-        beside the CUDA toolkit, then in PyPI's nvidia-cublas package.
+        beside the CUDA toolkit, then in PyPI's nvidia-cublas package. CUTLASS: its include folder
+        (`cutlass_include`).
         """
-        if "cublas" not in libraries:
-            return ()
+        cutlass = cutlass_include()
+        headers = ("-I", str(cutlass)) if "cutlass" in libraries and cutlass else ()
+        return headers + self._cublas_flags() if "cublas" in libraries else headers
+
+    def library_missing(self, libraries: tuple[str, ...], compiler_output: str) -> str | None:
+        if "cutlass" not in libraries or cutlass_include() is not None:
+            return None
+        missing = MISSING_CUTLASS_HEADER.search(compiler_output)
+        if missing is None:
+            return None
+        return (f"the code includes {missing.group(1) or missing.group(2)}, a CUTLASS header, and this grading machine has no CUTLASS: the "
+                f"assignment provides it, as the course's build does (CUTLASS_INCLUDES). Whoever runs the grader: set "
+                f"{CUTLASS_VARIABLE} to a CUTLASS checkout, or pip install nvidia-cutlass")
+
+    def _cublas_flags(self) -> tuple[str, ...]:
         nvcc = shutil.which("nvcc")
         toolkit = Path(nvcc).resolve().parent.parent if nvcc else None
         if toolkit and any((toolkit / d / "cublas_v2.h").is_file() for d in ("include", "targets/x86_64-linux/include")):
@@ -239,6 +254,32 @@ def _probe_folder() -> Path:
     # Facts about this machine rather than build products: kept in the default cache (what
     # `--cache-dir` defaults to), whichever cache a grade uses.
     return Path(os.environ.get("KERNEL_GRADER_CACHE", Path.home() / ".cache" / "kernel-grader")) / "probes"
+
+
+CUTLASS_VARIABLE = "KERNEL_GRADER_CUTLASS"
+CUTLASS_HEADER = Path("cutlass") / "cutlass.h"
+# nvcc's (the host compiler's) words for an include it could not find: "fatal error: cutlass/gemm/device/gemm.h: No
+# such file or directory" (gcc), "cannot open source file "cute/tensor.hpp"" (the CUDA front end).
+MISSING_CUTLASS_HEADER = re.compile(r'\b((?:cutlass|cute)/[\w./-]+): No such file or directory'
+                                    r'|cannot open source file "((?:cutlass|cute)/[\w./-]+)"')
+
+
+def cutlass_include() -> Path | None:
+    """The folder holding `cutlass/` and `cute/`, or None where this machine has no CUTLASS.
+
+    $KERNEL_GRADER_CUTLASS names a CUTLASS checkout (or its include folder), as the course's Makefile names its
+    cluster's copy; otherwise PyPI's nvidia-cutlass package, which ships the headers (cutlass_library/source/include).
+    """
+    import importlib.util
+
+    named = os.environ.get(CUTLASS_VARIABLE)
+    if named:
+        folders = [Path(named) / "include", Path(named)]
+    else:
+        spec = importlib.util.find_spec("cutlass_library")
+        folders = [Path(location) / "source" / "include" for location in (spec.submodule_search_locations or [])] \
+            if spec else []
+    return next((folder.resolve() for folder in folders if (folder / CUTLASS_HEADER).is_file()), None)
 
 
 def _pip_cuda_folder(header: str) -> Path | None:
