@@ -141,6 +141,7 @@ def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, to
     if isinstance(target, CompiledTarget):  # (a Python kernel's imports are not #includes: all its files count)
         files = compiler_inputs(files, [part for part, _ in steps.parts] + compiled_sources(kernel), shim,
                                 _sources_of_other_kernels(assignment, kernel))
+        commands += target.library_versions(assignment.libraries)
     # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
     return _build_key(files, shim,
                       commands + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)

@@ -378,7 +378,7 @@ class Retry:
     """
 
     stage: str  # "build", "run" or "score"
-    fault: str  # one word (grader.dispatch.faults.FaultKind): "process_died", "thread", "device", "harness", "resources"
+    fault: str  # one word of grader.dispatch.faults.FAULT_KINDS ("process_died", "device", "library", ...)
     detail: str  # what the first attempt raised, in the grader's words
     alone: bool = True  # the attempt that followed had no other submission beside it
 

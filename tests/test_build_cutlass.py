@@ -16,6 +16,7 @@ import grader.build as build
 from grader.build import build_submission
 from grader.errors import MachineError
 from grader.sandbox import sandbox_named
+from grader.sources import gather_sources
 from grader.spec import Assignment, load_assignment
 from grader.targets.cuda import CUTLASS_VARIABLE, cutlass_include
 
@@ -94,3 +95,24 @@ def test_where_the_assignment_provides_no_cutlass_including_it_is_the_teams_comp
     root = submission(m2, tmp_path, "kernels_req_0")
     artifact = build_submission(m2, root, tmp_path / "cache", (m2.kernel("req_0/matmul"),))["req_0/matmul"]
     assert artifact.status == "compile_error" and "cutlass/gemm/device/gemm.h" in artifact.message, artifact.message
+
+
+def test_a_new_cutlass_at_the_same_path_builds_again(stand_in_cutlass: Path, tmp_path: Path) -> None:
+    """The cache key holds CUTLASS's version.h: an upgraded checkout at the same path does not reuse old builds."""
+    m3 = load_assignment("gpt2-m3")
+    kernel = m3.kernel("op_14/matmul")
+    sources = gather_sources(m3, submission(m3, tmp_path, "kernels_op_14"), (kernel,)).of(kernel.name)
+    toolchain = build.toolchain_for("cuda")
+    version = stand_in_cutlass / "include" / "cutlass" / "version.h"
+    keys = [build.build_key(m3, kernel, sources, toolchain)]
+    for patch in (0, 0, 1):
+        version.write_text(f"#define CUTLASS_MAJOR 4\n#define CUTLASS_MINOR 2\n#define CUTLASS_PATCH {patch}\n")
+        keys.append(build.build_key(m3, kernel, sources, toolchain))
+    assert len({keys[0], keys[1], keys[3]}) == 3 and keys[1] == keys[2], keys
+    # An assignment that provides no CUTLASS keeps its keys whatever the machine's CUTLASS.
+    m2 = load_assignment("gpt2-m2")
+    plain = m2.kernel("req_0/matmul")
+    plain_sources = gather_sources(m2, m2.reference_dir, (plain,)).of(plain.name)
+    before = build.build_key(m2, plain, plain_sources, toolchain)
+    version.write_text("#define CUTLASS_PATCH 2\n")
+    assert build.build_key(m2, plain, plain_sources, toolchain) == before

@@ -58,6 +58,11 @@ class CompiledTarget(HostTarget):
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
         return ()
 
+    def library_versions(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
+        """The versions of the header libraries a build uses (CUTLASS's), for its cache key: an upgrade at the same
+        path builds again."""
+        return ()
+
     def library_missing(self, libraries: tuple[str, ...], compiler_output: str) -> str | None:
         """Why a build failed for want of a library the assignment provides and this machine lacks, or None: the
         grading machine's problem, not the submission's."""

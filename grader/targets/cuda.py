@@ -158,6 +158,13 @@ class CudaTarget(CompiledTarget):
         headers = ("-I", str(cutlass)) if "cutlass" in libraries and cutlass else ()
         return headers + self._cublas_flags() if "cublas" in libraries else headers
 
+    def library_versions(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
+        cutlass = cutlass_include() if "cutlass" in libraries else None
+        if cutlass is None:
+            return ()
+        version = cutlass / CUTLASS_VERSION_HEADER  # CUTLASS_MAJOR, _MINOR and _PATCH; a checkout may lack it
+        return (f"cutlass={content_key(version.read_bytes()) if version.is_file() else 'no version.h'}",)
+
     def library_missing(self, libraries: tuple[str, ...], compiler_output: str) -> str | None:
         if "cutlass" not in libraries or cutlass_include() is not None:
             return None
@@ -258,6 +265,7 @@ def _probe_folder() -> Path:
 
 CUTLASS_VARIABLE = "KERNEL_GRADER_CUTLASS"
 CUTLASS_HEADER = Path("cutlass") / "cutlass.h"
+CUTLASS_VERSION_HEADER = Path("cutlass") / "version.h"
 # nvcc's (the host compiler's) words for an include it could not find: "fatal error: cutlass/gemm/device/gemm.h: No
 # such file or directory" (gcc), "cannot open source file "cute/tensor.hpp"" (the CUDA front end).
 MISSING_CUTLASS_HEADER = re.compile(r'\b((?:cutlass|cute)/[\w./-]+): No such file or directory'
