@@ -221,13 +221,15 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     checks_gold = check_gold(assignment, ran.built.checks, outcomes, ran.built.check_inputs, options.cache_dir)
     lap("gold")
 
-    def verdict_of(kernel: Kernel, case: Case) -> tuple[Verdict | None, dict[str, list[float | None]]]:
+    Reported = dict[str, list[float | None]]
+
+    def verdict_of(kernel: Kernel, case: Case) -> tuple[Verdict | None, Reported, Reported]:
         outcome = outcomes.get((kernel.name, case.name))
         if outcome is None or outcome.status != CallStatus.OK or outcome.output_dir is None:
-            return None, {}
-        produced = _load_outputs(outcome.output_dir, kernel)
-        return (compare(produced, gold[(kernel.name, case.name)], kernel.tolerance_for(case)),
-                reported_values(kernel, produced))
+            return None, {}, {}
+        produced, expected = _load_outputs(outcome.output_dir, kernel), gold[(kernel.name, case.name)]
+        return (compare(produced, expected, kernel.tolerance_for(case)),
+                reported_values(kernel, produced), reported_values(kernel, expected))
 
     # A few cases at once: one case's outputs are read from disk while another's are compared (each
     # compare spreads its blocks over the cores itself).
@@ -238,9 +240,9 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     for kernel in kernels:
         cases = []
         for case in (c for k, c, _ in selection if k is kernel):
-            verdict, reported = verdicts[(kernel.name, case.name)]
+            verdict, reported, reported_gold = verdicts[(kernel.name, case.name)]
             cases.append(case_result(case, outcomes.get((kernel.name, case.name)), verdict,
-                                     kernel.tolerance_for(case), reported))
+                                     kernel.tolerance_for(case), reported, reported_gold))
         kernel_results.append(score_kernel(kernel, artifacts[kernel.name], cases, ran.sanitizer.get(kernel.name),
                                            ran.logs.get(kernel.name, "")))
     kernel_results += check_results(assignment, ran.built.checks, artifacts, outcomes, checks_gold, ran.logs,

@@ -86,8 +86,10 @@ class CaseResult:
     # Where its variant asks that: the device memory the call took beyond its arguments, sampled while it ran (what it
     # cudaMalloc'd for itself, a library's workspace; device-wide, so another process's allocation shows too).
     peak_extra_bytes: int | None = None
-    # The values of the outputs the spec marks `report` (None where not finite), for a report's figure.
+    # The values of the outputs the spec marks `report` (None where not finite), for a report's figure; and gold's
+    # values of the same outputs, drawn beside them (where they differ, the student sees by how much and where).
     reported: dict[str, list[float | None]] = field(default_factory=dict)
+    reported_gold: dict[str, list[float | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CaseStatus(self.status))  # loaded JSON and callers may pass the string

@@ -27,9 +27,10 @@ from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus, Out
 
 def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None,
                 tolerance: Tolerance | None = None,
-                reported: dict[str, list[float | None]] | None = None) -> CaseResult:
+                reported: dict[str, list[float | None]] | None = None,
+                reported_gold: dict[str, list[float | None]] | None = None) -> CaseResult:
     """One case's line in the result, from how its call ended and, if it ran, its verdict (and the values of the
-    outputs its kernel reports)."""
+    outputs its kernel reports, its own and gold's)."""
     judged = {"atol": tolerance.atol, "rtol": tolerance.rtol} if tolerance else {}
     if outcome is None:
         return CaseResult(case.name, case.public, CaseStatus.NOT_RUN, False, "not run: the kernel did not build",
@@ -64,7 +65,7 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         params=_sizes(case), out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
         signal=outcome.signal, scratch_written=[ScratchWritten(w.buffer, w.written, w.elements) for w in outcome.written],
         peak_extra_bytes=None if outcome.peak_extra_bytes is None else int(outcome.peak_extra_bytes),
-        reported=reported or {}, **judged,
+        reported=reported or {}, reported_gold=reported_gold or {}, **judged,
     )
 
 

@@ -221,6 +221,7 @@ def test_the_html_report_draws_accuracy_against_k_over_width(graded: Graded, tmp
     assert (curve.kernel, curve.case, curve.x_name, curve.y_name) == ("classifier_accuracy", "held-out",
                                                                       "k_over_width", "accuracy")
     assert [x for x, _ in curve.points] == [1 / 16, 1 / 8, 1 / 4, 1 / 2, 1] and curve.passed
+    assert curve.gold_points == curve.points  # gold's curve is drawn too; the reference's lies on it
     page = html.render(result)
     without = html.render(dataclasses.replace(result, kernels=[dataclasses.replace(k, cases=[
         dataclasses.replace(c, reported={}) for c in k.cases]) for k in result.kernels]))
@@ -258,6 +259,8 @@ def test_one_top_k_for_the_batch_is_caught_on_the_accuracy_too(graded: Graded, p
     result = graded(sample_named(pack, "mutant-topk-over-batch"))
     (held_out,) = kernel_of(result, "classifier_accuracy").cases
     assert not held_out.passed and held_out.reported["accuracy"][0] < 0.5  # its curve, drawn red in the report
+    assert held_out.reported_gold["accuracy"][0] > 0.5  # beside gold's, which the caption gives too
+    assert "; gold: 0.0625: " in html.render(result)
     assert [c.name for c in kernel_of(result, "gpt2_mlp_topk").cases if not c.passed] == [
         "eighth-batch-4", "k1-batch-4", "half-batch-4"]
     assert kernel_of(result, "gpt2_attention_topk_heads").score == 2  # its attention is the reference's

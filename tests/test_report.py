@@ -14,7 +14,7 @@ from grader.cli import main
 from grader.compare import compare
 from grader.report import html, markdown
 from grader.report.hints import case_hints, kernel_hints
-from grader.results import CaseResult, KernelResult, Mismatch, Result
+from grader.results import CaseResult, Environment, KernelResult, Mismatch, Result, Submission
 from grader.spec import Tolerance, load_assignment
 
 from report_fixtures import class_results  # noqa: F401  (a fixture)
@@ -193,3 +193,35 @@ def test_sanitizer_findings_are_reported(class_results: dict[str, Result]) -> No
     assert "compute-sanitizer findings" in html.render(flagged_result) and finding in html.render(flagged_result)
     assert finding in markdown.render(flagged_result)
     assert "compute-sanitizer" not in markdown.render(result)
+
+
+def test_a_reported_curve_is_drawn_beside_golds_and_the_caption_says_both_where_they_differ() -> None:
+    """A case that reports two outputs (contextual-sparsity's accuracy against k/width) is drawn with gold's curve
+    under it, so a student sees where theirs leaves it."""
+    pytest.importorskip("matplotlib", reason="the report draws its figures with matplotlib")
+    from grader.report.curves import curves_of, figure_svg
+
+    ks = [1 / 16, 1 / 8, 1 / 4, 1 / 2, 1]
+    theirs, gold = [0.31, 0.42, 0.8, 0.9, 0.93], [0.67, 0.85, 0.91, 0.93, 0.93]
+    case = CaseResult("held-out", True, "failed", False, "accuracy: 3 of 5 elements differ",
+                      reported={"k_over_width": ks, "accuracy": theirs},
+                      reported_gold={"k_over_width": ks, "accuracy": gold})
+    result = Result(assignment="contextual-sparsity", assignment_version="1", title="t", score=0, max_score=2,
+                    kernels=[KernelResult("classifier_accuracy", 0, 2, "failed", "", [case])],
+                    submission=Submission("team"), environment=Environment("0", "python", "cpu", "Python", "local",
+                                                                             [], "host", "3.11"),
+                    stages={}, seed={"mode": "public", "fingerprint": "0"}, public_only=False,
+                    graded_at="2026-12-05T00:00:00+00:00")
+    (curve,) = curves_of(result)
+    assert curve.points == tuple(zip(ks, theirs)) and curve.gold_points == tuple(zip(ks, gold))
+    svg = figure_svg(curve)
+    assert svg is not None and "gold (the reference)" in svg and "this submission" in svg and "differs from gold" in svg
+    page = html.render(result)
+    assert "0.0625: 0.31" in page and "; gold: 0.0625: 0.67" in page
+    # Where they match, the caption gives the values once; a result without gold's values draws one curve.
+    same = dataclasses.replace(case, status="passed", passed=True, reported_gold={"k_over_width": ks, "accuracy": theirs})
+    assert "; gold:" not in html.render(dataclasses.replace(result, kernels=[dataclasses.replace(
+        result.kernels[0], status="passed", cases=[same])]))
+    older = dataclasses.replace(case, reported_gold={})
+    (curve,) = curves_of(dataclasses.replace(result, kernels=[dataclasses.replace(result.kernels[0], cases=[older])]))
+    assert curve.gold_points == () and "gold (the reference)" not in (figure_svg(curve) or "")

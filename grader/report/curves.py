@@ -1,7 +1,8 @@
 """A case's reported outputs as a figure in the HTML report: where a case keeps the values of two outputs (the
 spec's `report = true`, `CaseResult.reported`), the second is drawn against the first, each axis named after its
-buffer (contextual-sparsity's held-out accuracy against k/width). matplotlib's SVG, inlined; no figure where
-matplotlib is not installed (the report's tables still hold the case)."""
+buffer (contextual-sparsity's held-out accuracy against k/width), with gold's curve beside it where the result kept
+gold's values (`CaseResult.reported_gold`). matplotlib's SVG, inlined; no figure where matplotlib is not installed
+(the report's tables still hold the case)."""
 
 from __future__ import annotations
 
@@ -21,17 +22,25 @@ class Curve:
     y_name: str
     points: tuple[tuple[float, float], ...]
     passed: bool
+    gold_points: tuple[tuple[float, float], ...] = ()  # the same outputs from gold (none in results made before)
+
+
+def _points(reported: dict[str, list[float | None]], x_name: str, y_name: str) -> tuple[tuple[float, float], ...]:
+    xs, ys = reported.get(x_name, []), reported.get(y_name, [])
+    if len(xs) != len(ys):
+        return ()
+    return tuple(sorted((x, y) for x, y in zip(xs, ys) if x is not None and y is not None))
 
 
 def curve_of(kernel: KernelResult, case: CaseResult) -> Curve | None:
     """The case's curve, where it reports exactly two outputs of one length; else None."""
     if len(case.reported) != 2:
         return None
-    (x_name, xs), (y_name, ys) = case.reported.items()
-    if len(xs) != len(ys):
+    x_name, y_name = case.reported
+    if len(case.reported[x_name]) != len(case.reported[y_name]):
         return None
-    points = tuple(sorted((x, y) for x, y in zip(xs, ys) if x is not None and y is not None))
-    return Curve(kernel.name, case.name, x_name, y_name, points, case.passed)
+    return Curve(kernel.name, case.name, x_name, y_name, _points(case.reported, x_name, y_name), case.passed,
+                 _points(case.reported_gold, x_name, y_name))
 
 
 def curves_of(result: Result) -> list[Curve]:
@@ -45,9 +54,14 @@ def figure_svg(curve: Curve) -> str | None:
         return None
     figure, axes = pyplot.subplots(figsize=(6, 3.6))
     try:
+        if curve.gold_points:  # under the student's: where they match, theirs covers it
+            axes.plot([x for x, _ in curve.gold_points], [y for _, y in curve.gold_points], "s-", color="0.6",
+                      linewidth=3, markersize=7, label="gold (the reference)")
         axes.plot([x for x, _ in curve.points], [y for _, y in curve.points], "o-" if curve.passed else "x--",
-                  color="tab:blue" if curve.passed else "tab:red")
-        if all(x > 0 for x, _ in curve.points):
+                  color="tab:blue" if curve.passed else "tab:red", label="this submission")
+        if curve.gold_points:
+            axes.legend(fontsize=8)
+        if all(x > 0 for x, _ in curve.points + curve.gold_points):
             axes.set_xscale("log", base=2)
         axes.set_xlabel(curve.x_name.replace("_", " "))
         axes.set_ylabel(curve.y_name.replace("_", " "))
