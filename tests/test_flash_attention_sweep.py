@@ -119,3 +119,24 @@ def test_the_page_draws_time_and_memory_against_n(swept: dict[str, SubmissionTim
     page = render(sweep_points(swept["reference"], reduced(pack), "N"), pack.title, "N", {"flash_attention": 1.6})
     assert "<svg" in page and "runtime and memory against N" in page and "peak extra memory per call" in page
     assert "Flagged" not in page and "GPU speed-up" not in page
+
+
+def test_the_page_puts_the_two_algorithms_side_by_side_at_each_n(swept: dict[str, SubmissionTiming],
+                                                                 pack: Assignment) -> None:
+    """Each N both were timed at: their times and Algorithm 1's speed-up over Algorithm 0, from the same medians;
+    the x axis reads N's values (128, 256, ...), not log's 10^2."""
+    pytest.importorskip("matplotlib")
+    from grader.report.scaling import time_crossovers
+
+    points = sweep_points(swept["reference"], reduced(pack), "N")
+    (pair,) = time_crossovers(points)
+    medians = {(p.operation, p.density): p.median_us for p in points}
+    assert [x for x, _, _ in pair.times] == sorted({p.density for p in points})[:len(pair.times)]
+    for (x, first, second), (same_x, speedup) in zip(pair.times, pair.speedups):
+        # One case per N: the geometric mean of one median is that median.
+        assert (first, second) == pytest.approx((medians[(pair.first, x)], medians[(pair.second, x)])) and same_x == x
+        assert speedup == pytest.approx(second / first)
+    page = render(points, pack.title, "N", {"flash_attention": 1.6}, ["a points line"])
+    assert "The kernels against each other" in page and "<p>Points: a points line.</p>" in page
+    assert f"<td>{LARGEST}</td>" in page and f"speed-up of <code>{pair.first}</code>" in page
+    assert f"<!-- {LARGEST} -->" in page and "times10^{2}" not in page  # the tick's text, as matplotlib writes it

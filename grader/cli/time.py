@@ -169,8 +169,9 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
         # One pack: its title; with others beside it (the CPU and GPU halves), their names.
         title = assignment.title if len(packs) == 1 else " and ".join(p.name for p in packs)
         arguments.density_html.parent.mkdir(parents=True, exist_ok=True)
-        arguments.density_html.write_text(render_density(points, title, parameter,
-                                                         dict(timing.memory_exponent_limit)), encoding="utf-8")
+        arguments.density_html.write_text(render_density(points, title, parameter, dict(timing.memory_exponent_limit),
+                                                         [award_words(a, parameter) for a in awards]),
+                                          encoding="utf-8")
         console.print(f"runtime against {parameter} (HTML) written to {escape(str(arguments.density_html))}",
                       highlight=False, soft_wrap=True)
     return 0

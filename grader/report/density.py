@@ -157,19 +157,33 @@ def svg_text(figure: Any, pyplot: Any) -> str:
     return text[text.index("<svg"):]
 
 
-def _axes(axes: object, parameter: str, title: str) -> None:
-    axes.set_xscale("log")  # type: ignore[attr-defined]
-    axes.set_yscale("log")  # type: ignore[attr-defined]
-    axes.set_xlabel("density (stored entries / (rows x columns))" if parameter == "density" else parameter)  # type: ignore[attr-defined]
-    axes.set_title(title)  # type: ignore[attr-defined]
-    axes.grid(True, which="both", alpha=0.3)  # type: ignore[attr-defined]
-    axes.legend()  # type: ignore[attr-defined]
+def _axes(axes: Any, parameter: str, title: str) -> None:
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    xs = sorted({x for line in axes.get_lines() for x in line.get_xdata()})
+    if parameter != DENSITY and 0 < len(xs) <= 12:
+        # A named parameter's values (N, new_tokens: 32 ... 512) as its ticks, in plain numbers: log's minor labels
+        # (3 x 10^1, 4 x 10^1) overlap there.
+        axes.set_xticks(xs, [f"{x:g}" for x in xs])
+        axes.xaxis.set_minor_formatter(NullFormatter())
+    low, high = axes.get_ylim()
+    if high < 10 * low:  # less than a decade (memory over a constant): plain numbers, not 1.05 x 10^2
+        axes.yaxis.set_major_formatter(plain)
+        axes.yaxis.set_minor_formatter(plain)
+    axes.set_xlabel("density (stored entries / (rows x columns))" if parameter == "density" else parameter)
+    axes.set_title(title)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
 
 
 def render(points: Sequence[DensityPoint], title: str, parameter: str = "density",
-           memory_limits: Mapping[str, float] | None = None) -> str:
-    """The page: the figure (or why there is none), each operation's speed-ups and crossover, where kernels' times
-    cross, their memory's growth and flags, every point."""
+           memory_limits: Mapping[str, float] | None = None, award_words: Sequence[str] = ()) -> str:
+    """The page: the figure (or why there is none), each operation's speed-ups and crossover, the kernels against
+    each other (their times side by side, where they cross, the pack's speed-up points: `award_words`), their
+    memory's growth and flags, every point."""
     from grader.report.render import environment
     from grader.report.scaling import flag_words, mebibytes, memory_growths, time_crossovers
 
@@ -179,5 +193,5 @@ def render(points: Sequence[DensityPoint], title: str, parameter: str = "density
         # Kernels against each other where the pack swept them for it (a named parameter): SpMV against SpGEMM
         # at one density is no comparison.
         crossovers=crossovers(points), time_crossovers=time_crossovers(points) if parameter != DENSITY else [],
-        growths=growths, flags=[flag_words(g, parameter) for g in growths if g.flagged],
+        growths=growths, flags=[flag_words(g, parameter) for g in growths if g.flagged], award_words=award_words,
         points=sorted(points, key=lambda p: (p.operation, p.device, p.density, p.case)), size=mebibytes)

@@ -46,6 +46,12 @@ class TimeCrossover:
     second: str
     x: float | None  # where first's time / second's crosses 1 (log-log interpolation); None: never
     first_faster_below: bool | None
+    times: tuple[tuple[float, float, float], ...] = ()  # (x, first's µs, second's µs) at each x both were timed
+
+    @property
+    def speedups(self) -> tuple[tuple[float, float], ...]:
+        """(x, second's time / first's): how many times faster the first is (a KV cache over recomputing)."""
+        return tuple((x, second / first) for x, first, second in self.times)
 
 
 def fit_exponent(points: Sequence[tuple[float, float]]) -> tuple[float | None, float | None]:
@@ -89,9 +95,10 @@ def time_crossovers(points: Sequence[DensityPoint]) -> list[TimeCrossover]:
         for i, first in enumerate(operations):
             for second in operations[i + 1:]:
                 a, b = dict(curve(points, device, first)), dict(curve(points, device, second))
-                ratios = [(x, a[x] / b[x]) for x in sorted(a.keys() & b.keys())]
-                if len(ratios) >= 2:
-                    found.append(TimeCrossover(device, first, second, *_crossing(ratios)))
+                common = sorted(a.keys() & b.keys())
+                if len(common) >= 2:
+                    found.append(TimeCrossover(device, first, second, *_crossing([(x, a[x] / b[x]) for x in common]),
+                                               tuple((x, a[x], b[x]) for x in common)))
     return found
 
 
