@@ -48,7 +48,10 @@ def test_kill_9_mid_batch_then_resume_finishes_without_regrading(tmp_path: Path)
     store = tmp_path / "grades.sqlite"
     command = [sys.executable, "-m", "grader", "batch", str(roster), "-a", "flash-attention-cpu", "--deadline",
                DEADLINE, "--store", str(store), "--cache-dir", str(tmp_path / "cache"), "--jobs", "1"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    # A SIGKILL leaves the batch's temporary folders behind (nothing can remove them): under tmp_path, not /tmp.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(mode=0o755)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "TMPDIR": str(scratch)}
 
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                              start_new_session=True)
