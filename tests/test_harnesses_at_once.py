@@ -116,7 +116,7 @@ def process_as_the_graders_user(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("sandbox, own_uids, reached", [("local", True, False), ("process", True, False),
                                                         ("process", False, True)])
 def test_a_kernel_cannot_write_into_the_outbox_of_a_kernel_beside_it(sandbox: str, own_uids: bool, reached: bool,
-                                                                      tmp_path: Path,
+                                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                       request: pytest.FixtureRequest) -> None:
     """Run at once, the reader finds no file of the writer's in its folder.
 
@@ -127,8 +127,12 @@ def test_a_kernel_cannot_write_into_the_outbox_of_a_kernel_beside_it(sandbox: st
         pytest.skip("a uid of its own per harness needs the grader to run as root")
     if not own_uids:
         request.getfixturevalue("process_as_the_graders_user")
-    assignment, submission = make_probe(tmp_path, {"writer": WRITER.format(tmp=tempfile.gettempdir()),
-                                                   "reader": READER})
+    # The runs' folders in a temporary folder of this test's: the control's writer, which can write into
+    # every run's outbox it finds, must not reach the runs of tests beside it (their folders were left behind).
+    runs = tmp_path / "runs"
+    runs.mkdir(mode=0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(runs))
+    assignment, submission = make_probe(tmp_path, {"writer": WRITER.format(tmp=runs), "reader": READER})
     result = grade(submission, assignment, Options(cache_dir=tmp_path / "cache", sandbox=sandbox, harnesses=2))
     assert result.environment.harnesses_at_once == 2
     by_name = {k.name: k for k in result.kernels}
