@@ -22,7 +22,6 @@ on an H200 from a cold cache (`--budget-s`, default 230, bounds the ncu step).
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import shutil
@@ -38,6 +37,7 @@ sys.path.insert(0, str(REPOSITORY_ROOT))
 
 from grader.boundary.timing_harness import Settings  # noqa: E402
 from grader.cases import Seed  # noqa: E402
+from grader.ncu import launches_of, per_call  # noqa: E402
 from grader.boundary.timing_statistics import StopRule  # noqa: E402
 from grader.options import Options, default_cache_dir  # noqa: E402
 from grader.pipeline import build_stage  # noqa: E402
@@ -50,7 +50,6 @@ from grader.timing.table import clocks_summary, markdown, speedup_table  # noqa:
 LONG_US = 50.0  # kernels at least this long are compared (ncu and events differ by a launch's microseconds)
 AGREEMENT, SPREAD = 0.03, 0.02
 NCU_CALLS, NCU_WARMUP, NCU_POOL = 5, 1, 2  # exactly this many timed calls under ncu: the launches are counted
-HARNESS_PREFIX = "kg_"  # the harness's own kernels (kg_spin, kg_digest)
 
 
 def child(manifest: Path) -> int:
@@ -97,27 +96,7 @@ def ncu_launches(ncu: str, metrics: tuple[str, ...], entries: list[dict], folder
         return [], f"ncu could not be started ({error})"
     if ran.returncode != 0 or not log.is_file():
         return [], f"ncu failed (exit {ran.returncode}): {(ran.stderr or ran.stdout)[-600:]}"
-    rows = list(csv.DictReader(line for line in log.read_text().splitlines() if line.startswith('"')))
-    launches: dict[str, tuple[str, dict[str, float]]] = {}  # ID -> (kernel name, metrics)
-    for row in rows:
-        if row.get("Metric Name") in metrics:
-            value = float(row["Metric Value"].replace(",", ""))
-            scale = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6}.get(
-                row.get("Metric Unit", ""), 1.0)
-            launches.setdefault(row["ID"], (row["Kernel Name"], {}))[1][row["Metric Name"]] = value * scale
-    return [launches[i] for i in sorted(launches, key=int)], ""
-
-
-def per_call(launches: list[tuple[str, dict[str, float]]], metric: str) -> list[float]:
-    """`metric` summed over each harness call's kernels: a call begins with its spin kernel (`kg_spin`), and the
-    harness's own kernels (`kg_*`) are left out."""
-    calls: list[float] = []
-    for name, values in launches:
-        if name.startswith("kg_spin"):
-            calls.append(0.0)
-        elif not name.startswith(HARNESS_PREFIX) and calls:
-            calls[-1] += values.get(metric, 0.0)
-    return calls
+    return launches_of(log.read_text(), metrics), ""
 
 
 def ncu_times(ncu: str, entries: list[dict], folder: Path, timeout_s: float) -> tuple[dict[str, float], str]:

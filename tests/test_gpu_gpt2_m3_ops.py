@@ -1,19 +1,21 @@
 """gpt2-m3's additional optimizations on a real GPU: the reference's op_7, op_8, op_9 and op_17 pass all six kernels
 and the forward-pass check, worth the course's 10 points; a mutant without its technique keeps its points and is
-flagged; ncu measures a variant's bank conflicts and L2 hit rate (benchmarks/ncu_variants.py).
+flagged; ncu measures a variant's bank conflicts and L2 hit rate in the sandbox (`grader time --ncu`).
 
 Marked `gpu`: skipped with the reason where there is no CUDA device."""
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import math
-import shutil
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from grader.ncu import ncu_binary
 from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
 from grader.report.render import variant_flags
@@ -64,28 +66,31 @@ def test_a_restrict_mutant_keeps_its_point_and_is_flagged(m3: Assignment, tmp_pa
     assert variant_flags(op_9)[-1].endswith("none of their binaries shows any read-only (non-coherent) global load")
 
 
-def test_ncu_measures_bank_conflicts_and_the_l2_hit_rate_of_a_variant(tmp_path: Path, cache_dir: Path) -> None:
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    if not Path(ncu).is_file():
+def test_ncu_measures_bank_conflicts_and_the_l2_hit_rate_of_a_variant_in_the_sandbox(m3: Assignment, tmp_path: Path,
+                                                                                       cache_dir: Path) -> None:
+    """`grader time --ncu` as an instructor runs it: op_17 (cp.async tiles) beside kernels/, each kernel's harness
+    under ncu in the local sandbox. op_17's matmul stages its tiles so that its shared-memory bank conflicts fall
+    far below kernels/'s (16 x 16 tiles read down a column)."""
+    if ncu_binary() is None:
         pytest.skip("ncu (Nsight Compute) is not installed")
-    path = PROJECT_ROOT / "benchmarks" / "ncu_variants.py"
-    spec = importlib.util.spec_from_file_location("ncu_variants", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
     out = tmp_path / "ncu.json"
-    assert module.main(["--variants", "op_17", "--metrics", "shared_bank_conflicts,l2_hit_rate", "--json", str(out),
-                        "--cache-dir", str(cache_dir), "--ncu", ncu]) == 0
-    import json
-
-    rows = json.loads(out.read_text())["rows"]
-    assert {(r["variant"], r["kernel"], r["metric"]) for r in rows} >= {
-        (None, "matmul", "shared_bank_conflicts"), ("op_17", "matmul", "shared_bank_conflicts"),
-        (None, "matmul", "l2_hit_rate"), ("op_17", "matmul", "l2_hit_rate")}
-    for row in rows:
-        assert math.isfinite(row["value"]) and row["value"] >= 0, row
-        if row["metric"] == "l2_hit_rate":
-            assert row["value"] <= 100, row
+    ran = subprocess.run([sys.executable, "-m", "grader", "time", str(m3.reference_dir), "-a", "gpt2-m3", "--ncu",
+                          "--kernels", "op_17", "--json", str(out)], capture_output=True, text=True, timeout=540,
+                         env={**os.environ, "KERNEL_GRADER_CACHE": str(cache_dir), "COLUMNS": "200"}, cwd=PROJECT_ROOT)
+    print(ran.stdout, ran.stderr)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    document = json.loads(out.read_text())
+    assert document["notes"] == [], document["notes"]
+    figures = {(f["variant"], f["kernel"], f["metric"]): f["value"] for f in document["figures"]}
+    assert set(figures) >= {(None, "matmul", "shared_bank_conflicts"), ("op_17", "matmul", "shared_bank_conflicts"),
+                            (None, "matmul", "l2_hit_rate"), ("op_17", "matmul", "l2_hit_rate")}
+    for key, value in figures.items():
+        assert math.isfinite(value) and value >= 0, key
+        if key[2] == "l2_hit_rate":
+            assert value <= 100, key
+    assert figures[("op_17", "matmul", "shared_bank_conflicts")] < 0.5 * figures[(None, "matmul",
+                                                                                  "shared_bank_conflicts")]
+    assert "| op_17 | matmul |" in ran.stdout
 
 
 @pytest.mark.parametrize("name", ["course-op15-mma-sync-tf32", "mutant-op15-wmma", "mutant-op8-constant-never-read"])

@@ -4,7 +4,7 @@
 #   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled traffic class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
 #                                               traffic m3-local m3-kv m3-ops m3-competition m3-flash m3 torch
-#                                               m3-speedups m3-cutlass
+#                                               m3-speedups m3-cutlass m3-ncu
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -85,6 +85,9 @@ for part in $parts; do
     # .whl/, or $KERNEL_GRADER_CUTLASS) and run.
     m3-cutlass) run gpu-m3-cutlass 90 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_ops.py \
       -k cutlass ;;
+    # Issue 23: `grader time --ncu`, ncu's figures of a variant beside kernels/'s, each harness under ncu in the sandbox.
+    m3-ncu) run gpu-m3-ncu 200 python3 -m pytest -m gpu -q -ra -s -p no:cacheprovider tests/test_gpu_gpt2_m3_ops.py \
+      -k ncu ;;
     # Issue 23: the speed-up table of gpt2-m3's reference variants (req_4..6, op_N) against its kernels/.
     m3-speedups) run m3-speedups 170 python3 benchmarks/speedups.py --assignment gpt2-m3 --cap-s 0.5 \
       --out "$out/m3-speedups" ;;

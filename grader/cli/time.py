@@ -1,5 +1,6 @@
 """`grader time SUBMISSION --assignment NAME [--against-reference]`: each kernel's speed, per variant, as a table;
-`--competition`: the assignment's competition run set instead (tokens/s per run, their geometric mean, the gate)."""
+`--competition`: the assignment's competition run set instead (tokens/s per run, their geometric mean, the gate);
+`--ncu`: what ncu measures of the variants whose claim is one (grader.ncu), beside kernels/'s figures."""
 
 from __future__ import annotations
 
@@ -55,6 +56,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "gated on the logits; writes competition-<assignment>.json (or --json), which `grader "
                              "export gradescope-results --competition` and `grader report dashboard --competition` "
                              "read")
+    parser.add_argument("--ncu", action="store_true",
+                        help="measure, under Nsight Compute in the sandbox, the variants whose claim ncu can show "
+                             "(their ncu_metrics: gpt2-m3's op_11 and op_12 bank conflicts, op_18 the L2 hit rate) "
+                             "beside kernels/'s build, one call of the timed case each; reported, not scored. "
+                             "--kernels names other variants to measure; writes ncu-<assignment>.json (or --json)")
     parser.add_argument("--student", default=None,
                         help="with --competition: the name its leaderboard entry shows (default: the folder's name)")
     parser.add_argument("--cache-dir", type=Path, default=None,
@@ -74,6 +80,8 @@ def run(arguments: argparse.Namespace) -> int:
     assignment = load_assignment(arguments.assignment)
     if arguments.competition:
         return _competition(arguments, assignment, console)
+    if arguments.ncu:
+        return _ncu(arguments, assignment, console)
     timing = load_timing(assignment)  # a broken [timing] table is said before anything is built
     if not arguments.submission.exists():
         raise SubmissionError(f"submission {arguments.submission}: no such folder")
@@ -187,6 +195,33 @@ def _awards(student: SubmissionTiming, assignment: Assignment, timing: TimingSpe
         console.print(f"points: {escape(award_words(award, timing.sweep_parameter))}", highlight=False,
                       soft_wrap=True)
     return awards
+
+
+def _ncu(arguments: argparse.Namespace, assignment: Assignment, console: Console) -> int:
+    """ncu's figures of the chosen variants beside kernels/'s: a table, the notes, the JSON."""
+    from grader.ncu import measure_variants
+
+    if not arguments.submission.exists():
+        raise SubmissionError(f"submission {arguments.submission}: no such folder")
+    if arguments.sweep or arguments.against_reference or arguments.competition:
+        raise GraderError("--ncu measures one call per kernel: --sweep, --against-reference and --competition do not "
+                          "apply to it")
+    if reason := unavailable_reason(assignment.target, assignment.python_packages):
+        raise GraderError(f"cannot measure {assignment.name}'s kernels under ncu on this machine: {reason}")
+    options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
+                      jobs=arguments.jobs, cuda_arch=arguments.cuda_arch)
+    names = [k.strip() for k in arguments.kernels.split(",")] if arguments.kernels else None
+    report = measure_variants(arguments.submission, assignment, options, names)
+    if report.figures:
+        console.print(f"{assignment.name}: {escape(str(arguments.submission))}, ncu's figures (reported, not scored)",
+                      highlight=False, soft_wrap=True)
+        console.print(escape(report.table()), highlight=False, soft_wrap=True)
+    for note in report.notes:
+        console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+    path = arguments.json or Path(f"ncu-{assignment.name}.json")
+    path.write_text(json.dumps(report.to_json(), indent=2))
+    console.print(f"ncu's figures (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
+    return 0 if report.figures else 1
 
 
 def _competition(arguments: argparse.Namespace, assignment: Assignment, console: Console) -> int:

@@ -67,7 +67,7 @@ def _folder_sentences(variant: VariantResult) -> list[str]:
                      else f"{label}: not found in {variant.folder}/ (the text only)")
     if variant.ncu_metrics:
         lines.append(f"ncu: {', '.join(m.replace('_', ' ') for m in variant.ncu_metrics)} measured on a GPU runner "
-                     "(benchmarks/ncu_variants.py), reported, not scored")
+                     "(`grader time --ncu`), reported, not scored")
     return lines
 
 
