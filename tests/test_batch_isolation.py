@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,7 @@ import grader.dispatch.local as local
 from grader.dispatch.local import LocalExecutor
 from grader.errors import MachineError
 from grader.options import Options
+from grader.pipeline import grade
 from grader.results import Result, Retry
 from grader.samples import Sample, compose, variants
 from grader.sandbox.host import make_searchable
@@ -300,9 +302,17 @@ def _slot_processes() -> dict[int, list[int]]:
 
 
 def test_a_run_slot_process_that_dies_costs_no_one_and_its_submission_is_graded_again(
-        flash: Assignment, tmp_path: Path, cache_dir: Path) -> None:
+        flash: Assignment, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real death: the slot process running a submission is killed (SIGKILL) while its harness runs."""
     from test_batch_dispatch import _slow_reference
+
+    # Nothing removes a killed slot's run folder: the slots' temporary folders under tmp_path, not /tmp.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(mode=0o755)
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the slots are processes started anew
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    # The gold first, unkilled: on a fresh cache the slot computes it before any harness, and the kill is the run's.
+    grade(flash.reference_dir, flash, Options(cache_dir=cache_dir))
 
     jobs = [Job(i, f"s{i}", _slow_reference(flash, tmp_path / f"s{i}", 300)) for i in range(3)]
     killed: list[int] = []

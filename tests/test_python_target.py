@@ -14,7 +14,7 @@ import pytest
 
 from grader.options import Options
 from grader.pipeline import grade
-from grader.samples import Sample
+from grader.samples import Sample, compose
 from grader.spec import Assignment, load_assignment
 from grader.targets import python_build, target_named, target_of, target_with
 from grader.targets.python import forbidden_imports, module_name
@@ -195,3 +195,18 @@ def test_a_folder_of_modules_without_init_imports_from_the_archive_as_from_disk(
     imported = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
                                "import a.b.c; print(a.b.c.X)", str(archive)], capture_output=True, text=True)
     assert imported.stdout.strip() == "3", imported.stderr
+
+
+def test_a_harness_run_as_a_uid_of_its_own_still_has_a_user_name(pack: Assignment, tmp_path: Path,
+                                                                  cache_dir: Path) -> None:
+    """The sandbox's uid has no passwd entry; getpass.getuser() (torch asks it for its compile caches on CUDA) reads
+    USER first. Without it, torch stayed half imported and every case lost its device memory figure."""
+    submission = compose(pack, None, tmp_path / "submission")
+    axpy = submission / "kernels" / "axpy.py"
+    axpy.write_text(axpy.read_text().replace('    out[:] = np.float32(a) * x + y',
+                                             '    import getpass\n    getpass.getuser()\n'
+                                             '    out[:] = np.float32(a) * x + y'))
+    result = grade(submission, pack, Options(cache_dir=cache_dir, kernels=("axpy",)))
+    kernel = kernel_of(result, "axpy")
+    assert kernel.status == "passed", kernel.message + kernel.log
+    assert "runs as uid" in " ".join(result.environment.sandbox_enforced)  # the uid of its own, where this passed

@@ -77,10 +77,13 @@ for part in $parts; do
     m3-flash) run gpu-m3-flash 170 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_flash.py ;;
     m3) run gpu-m3 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3.py ;;
     # Issue 24: the PyTorch packs, their CPU tests (skipped in CI, which installs no torch) and their GPU tests.
-    # Four workers where pytest-xdist is there (the packs' CPU modules beside the GPU group).
-    torch) run gpu-torch 320 python3 -m pytest -q -ra -s -p no:cacheprovider $(python3 -c 'import xdist' 2>/dev/null &&
-      echo -n 4 --dist loadgroup) tests/test_nanogpt_kvcache_pack.py tests/test_contextual_sparsity_pack.py \
-      tests/test_gpu_nanogpt_kvcache.py tests/test_gpu_contextual_sparsity.py ;;
+    # The GPU tests alone first, then the CPU modules on four workers where pytest-xdist is there.
+    # -v: each test's verdict as it ends, so that a part cut by its time box still says which failed.
+    torch) run gpu-torch 260 python3 -m pytest -m gpu -v --tb=short -ra -s -p no:cacheprovider \
+             tests/test_gpu_nanogpt_kvcache.py tests/test_gpu_contextual_sparsity.py
+           run gpu-torch-cpu-tests 200 python3 -m pytest -v --tb=short -ra -p no:cacheprovider $(python3 -c 'import xdist' \
+             2>/dev/null && printf '%s' '-n 4 --dist loadgroup') tests/test_nanogpt_kvcache_pack.py \
+             tests/test_contextual_sparsity_pack.py ;;
     # Issue 23: op_14 as a team writes it, CUTLASS's device GEMM, built with CUTLASS's headers (pip's nvidia-cutlass in
     # .whl/, or $KERNEL_GRADER_CUTLASS) and run.
     m3-cutlass) run gpu-m3-cutlass 90 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_ops.py \

@@ -176,7 +176,9 @@ def _torch_prepared() -> int | None:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         return int(torch.cuda.memory_allocated())
-    except Exception:  # a broken CUDA context: the call's own outputs show it
+    except Exception as error:  # a broken CUDA context: the call's own outputs show it; the log says why
+        print(f"kernel-grader: torch's CUDA memory counter could not be reset ({error!r}): no device memory for "
+              "this case", file=sys.stderr, flush=True)
         return None
 
 
@@ -188,7 +190,9 @@ def _torch_peak_bytes(base: int | None) -> int | None:
         torch = sys.modules["torch"]
         torch.cuda.synchronize()
         return max(0, int(torch.cuda.max_memory_allocated()) - base)
-    except Exception:
+    except Exception as error:
+        print(f"kernel-grader: torch's CUDA memory counter could not be read ({error!r}): no device memory for "
+              "this case", file=sys.stderr, flush=True)
         return None
 
 

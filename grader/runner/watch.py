@@ -26,6 +26,7 @@ LOG_TAIL = 2000  # characters of the harness's stdout/stderr kept in a message
 PROGRESS_LIMIT = 8 << 20  # bytes; the harness writes a few hundred per call
 BUDGET_SPENT = "budget-spent"  # the kernel's or the submission's whole time budget ran out
 LIMIT_KILL_GRACE_S = 5.0  # how long a run its sandbox is ending for a bound it reached may take to die
+SANDBOX_USER = "kg-student"  # the name a harness is told it runs as (its uid has no passwd entry)
 # Told when a call starts (True) and when it ends (False) in its harness: a live line's hook (`grader check`).
 CaseWatcher = Callable[[Call, bool], None]
 # The folder that holds the grader package: the harness imports it from there.
@@ -75,7 +76,10 @@ class Session:
         library the harness starts with (LD_PRELOAD, read-only: the timing's counting allocator); `kernel_cache`: the
         submission's compiled kernels (CuPy's), copied into the harness's home and what it compiled taken back."""
         self.progress.touch()
+        # USER and LOGNAME: the sandbox's uid has no passwd entry, and getpass.getuser() (torch's compile caches)
+        # fails without them, leaving torch half imported for every later call.
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
+               "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
                "PYTHONPATH": str(GRADER_ROOT),
                # The harness needs no BLAS threads: a pool per core would exhaust a small process limit.
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

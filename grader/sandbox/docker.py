@@ -32,7 +32,9 @@ CI_SOCKET = "/var/run/kernel-grader-docker.sock"  # where ci/setup/docker.sh sta
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/cuda/bin"
 KEPT_ENVIRONMENT = ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "HOME", "CUDA_VISIBLE_DEVICES", "CUPY_CACHE_DIR",
                     "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                    "KERNEL_GRADER_PROGRESS_FD")
+                    "KERNEL_GRADER_PROGRESS_FD", "USER", "LOGNAME",
+                    # torch's deterministic cuBLAS (grader.targets: a torch pack's harness_env)
+                    "CUBLAS_WORKSPACE_CONFIG")
 
 
 def docker_client():
