@@ -7,7 +7,7 @@
 // copied there before each call (device to device, ordered on the stream like the kernel); GPT-2's C = 768 fits
 // with room to spare, and a wider C than LAYERNORM_CONSTANT_MAX reads them from global memory as milestone 1 did.
 // It shows the technique, not a speed-up: with one warp per row, the 32 lanes read 32 different channels at once,
-// and the constant cache serves different addresses one after another (on an H200 this layernorm takes 6.6x
+// and the constant cache serves different addresses one after another (on an H200 this layernorm takes 6.5x
 // milestone 1's time, benchmarks/RESULTS.md). A fast use reads one address per warp per step (a lane per row).
 constexpr int LAYERNORM_CONSTANT_MAX = 4096;  // 2 x 16 KiB of the 64 KiB constant bank
 __constant__ float layernorm_weight_constant[LAYERNORM_CONSTANT_MAX];
