@@ -9,9 +9,22 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
+from pathlib import Path
 
 from grader.targets import target_with
+
+
+def cuda_tool(name: str) -> str | None:
+    """A CUDA tool (compute-sanitizer, ncu) on PATH, else in $CUDA_HOME, $CUDA_PATH or /usr/local/cuda; None if absent."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.access(Path(home) / "bin" / name, os.X_OK):
+            return str(Path(home) / "bin" / name)
+    return None
 
 
 def certainly_unavailable(target: str, packages: tuple[str, ...] = ()) -> bool:

@@ -19,8 +19,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
-import os
-import shutil
 import tempfile
 import time
 from contextlib import nullcontext
@@ -31,6 +29,7 @@ from grader.boundary.timing_harness import Settings
 from grader.boundary.timing_statistics import StopRule
 from grader.build import Artifact
 from grader.cases import Seed
+from grader.device import cuda_tool
 from grader.options import Options
 from grader.runner.limits import limits_for
 from grader.runner.plan import plan_for
@@ -98,13 +97,7 @@ class NcuReport:
 
 def ncu_binary() -> str | None:
     """Nsight Compute's `ncu` on PATH, else in $CUDA_HOME or /usr/local/cuda; None if absent."""
-    found = shutil.which("ncu")
-    if found:
-        return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and os.access(Path(home) / "bin" / "ncu", os.X_OK):
-            return str(Path(home) / "bin" / "ncu")
-    return None
+    return cuda_tool("ncu")
 
 
 def launches_of(text: str, counters: tuple[str, ...]) -> list[tuple[str, dict[str, float]]]:

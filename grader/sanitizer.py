@@ -15,9 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 import re
-import shutil
 import subprocess
 import tempfile
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 from grader import __version__
 from grader.build import Artifact
 from grader.cache import content_key, publish_file
+from grader.device import cuda_tool
 from grader.gate import Gate
 from grader.runner import Call, CallOutcome, FollowUp, run_calls
 from grader.runner.plan import planned
@@ -60,13 +59,7 @@ class SanitizerReport:
 
 def sanitizer_binary() -> str | None:
     """compute-sanitizer on PATH, else in $CUDA_HOME or /usr/local/cuda; None if absent."""
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and os.access(Path(home) / "bin" / "compute-sanitizer", os.X_OK):
-            return str(Path(home) / "bin" / "compute-sanitizer")
-    return None
+    return cuda_tool("compute-sanitizer")
 
 
 @functools.cache

@@ -197,19 +197,29 @@ def _awards(student: SubmissionTiming, assignment: Assignment, timing: TimingSpe
     return awards
 
 
+def _one_run_options(arguments: argparse.Namespace, assignment: Assignment, what: str, excluded: dict[str, bool],
+                     doing: str) -> Options:
+    """The options of a mode that is one run of its own (--ncu, --competition), once the submission is there, no
+    option it ignores was given, and the machine has the kernels' device."""
+    if not arguments.submission.exists():
+        raise SubmissionError(f"submission {arguments.submission}: no such folder")
+    if any(excluded.values()):
+        names = list(excluded)
+        raise GraderError(f"{what}: {', '.join(names[:-1])} and {names[-1]} do not apply to it")
+    if reason := unavailable_reason(assignment.target, assignment.python_packages):
+        raise GraderError(f"cannot {doing} on this machine: {reason}")
+    return Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
+                   jobs=arguments.jobs, cuda_arch=arguments.cuda_arch)
+
+
 def _ncu(arguments: argparse.Namespace, assignment: Assignment, console: Console) -> int:
     """ncu's figures of the chosen variants beside kernels/'s: a table, the notes, the JSON."""
     from grader.ncu import measure_variants
 
-    if not arguments.submission.exists():
-        raise SubmissionError(f"submission {arguments.submission}: no such folder")
-    if arguments.sweep or arguments.against_reference or arguments.competition:
-        raise GraderError("--ncu measures one call per kernel: --sweep, --against-reference and --competition do not "
-                          "apply to it")
-    if reason := unavailable_reason(assignment.target, assignment.python_packages):
-        raise GraderError(f"cannot measure {assignment.name}'s kernels under ncu on this machine: {reason}")
-    options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
-                      jobs=arguments.jobs, cuda_arch=arguments.cuda_arch)
+    options = _one_run_options(arguments, assignment, "--ncu measures one call per kernel",
+                               {"--sweep": arguments.sweep, "--against-reference": arguments.against_reference,
+                                "--competition": arguments.competition},
+                               f"measure {assignment.name}'s kernels under ncu")
     names = [k.strip() for k in arguments.kernels.split(",")] if arguments.kernels else None
     report = measure_variants(arguments.submission, assignment, options, names)
     if report.figures:
@@ -232,15 +242,10 @@ def _competition(arguments: argparse.Namespace, assignment: Assignment, console:
     from grader.competition.spec import load_competition
 
     competition = load_competition(assignment)  # a broken [competition] table is said before anything is built
-    if not arguments.submission.exists():
-        raise SubmissionError(f"submission {arguments.submission}: no such folder")
-    if arguments.sweep or arguments.against_reference or arguments.kernels:
-        raise GraderError("--competition runs the assignment's run set: --sweep, --against-reference and --kernels "
-                          "do not apply to it")
-    if reason := unavailable_reason(assignment.target, assignment.python_packages):
-        raise GraderError(f"cannot run {assignment.name}'s competition on this machine: {reason}")
-    options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
-                      jobs=arguments.jobs, cuda_arch=arguments.cuda_arch)
+    options = _one_run_options(arguments, assignment, "--competition runs the assignment's run set",
+                               {"--sweep": arguments.sweep, "--against-reference": arguments.against_reference,
+                                "--kernels": bool(arguments.kernels)},
+                               f"run {assignment.name}'s competition")
     result = compete(arguments.submission, assignment, options, competition, arguments.student)
     shown = Table(title=f"{assignment.name} competition: {arguments.submission} ({result.folder})",
                   title_justify="left")
