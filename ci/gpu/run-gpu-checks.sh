@@ -3,7 +3,7 @@
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
 #   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled traffic class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
-#                                               traffic m3-local m3-kv m3-ops m3-competition m3-flash m3 torch
+#                                               traffic m3-local m3-kv m3-ops m3-competition m3-flash m3 torch torch-cpu
 #                                               m3-speedups m3-cutlass m3-ncu
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
@@ -76,14 +76,14 @@ for part in $parts; do
       tests/test_gpu_gpt2_m3_competition.py ;;
     m3-flash) run gpu-m3-flash 170 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_flash.py ;;
     m3) run gpu-m3 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3.py ;;
-    # Issue 24: the PyTorch packs, their CPU tests (skipped in CI, which installs no torch) and their GPU tests.
-    # The GPU tests alone first, then the CPU modules on four workers where pytest-xdist is there.
-    # -v: each test's verdict as it ends, so that a part cut by its time box still says which failed.
-    torch) run gpu-torch 260 python3 -m pytest -m gpu -v --tb=short -ra -s -p no:cacheprovider \
-             tests/test_gpu_nanogpt_kvcache.py tests/test_gpu_contextual_sparsity.py
-           run gpu-torch-cpu-tests 200 python3 -m pytest -v --tb=short -ra -p no:cacheprovider $(python3 -c 'import xdist' \
-             2>/dev/null && printf '%s' '-n 4 --dist loadgroup') tests/test_nanogpt_kvcache_pack.py \
-             tests/test_contextual_sparsity_pack.py ;;
+    # Issue 24: the PyTorch packs' GPU tests (torch), and their CPU tests (torch-cpu: skipped in CI, which installs no
+    # torch; on four workers where pytest-xdist is there). -v: each test's verdict as it ends, so that a part cut by
+    # its time box still says which failed. The speed-up sweep starts a harness (and torch) per length and kernel.
+    torch) run gpu-torch 420 python3 -m pytest -m gpu -v --tb=short -ra -s -p no:cacheprovider \
+             tests/test_gpu_nanogpt_kvcache.py tests/test_gpu_contextual_sparsity.py ;;
+    torch-cpu) run gpu-torch-cpu-tests 200 python3 -m pytest -v --tb=short -ra -p no:cacheprovider $(python3 -c \
+                 'import xdist' 2>/dev/null && printf '%s' '-n 4 --dist loadgroup') tests/test_nanogpt_kvcache_pack.py \
+                 tests/test_contextual_sparsity_pack.py ;;
     # Issue 23: op_14 as a team writes it, CUTLASS's device GEMM, built with CUTLASS's headers (pip's nvidia-cutlass in
     # .whl/, or $KERNEL_GRADER_CUTLASS) and run.
     m3-cutlass) run gpu-m3-cutlass 90 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3_ops.py \
