@@ -79,7 +79,7 @@ for part in $parts; do
     # Issue 24: the PyTorch packs' GPU tests (torch), and their CPU tests (torch-cpu: skipped in CI, which installs no
     # torch; on four workers where pytest-xdist is there). -v: each test's verdict as it ends, so that a part cut by
     # its time box still says which failed. The speed-up sweep starts a harness (and torch) per length and kernel.
-    torch) run gpu-torch 420 python3 -m pytest -m gpu -v --tb=short -ra -s -p no:cacheprovider \
+    torch) run gpu-torch 540 python3 -m pytest -m gpu -v --tb=short -ra -s -p no:cacheprovider \
              tests/test_gpu_nanogpt_kvcache.py tests/test_gpu_contextual_sparsity.py ;;
     torch-cpu) run gpu-torch-cpu-tests 200 python3 -m pytest -v --tb=short -ra -p no:cacheprovider $(python3 -c \
                  'import xdist' 2>/dev/null && printf '%s' '-n 4 --dist loadgroup') tests/test_nanogpt_kvcache_pack.py \
