@@ -6,7 +6,8 @@ figures, never scored. For every kernel such a variant must change, its build an
 one call of the kernel's timed case in the timing harness (`grader.boundary.timing_harness`: its L2 flush, spin
 kernel and re-check) inside the sandbox, as `grader time` runs it, with the harness under
 `ncu --metrics ... --cache-control all` (as compute-sanitizer wraps it for `grader.sanitizer`) and the GPU's timing
-lock held. ncu writes its CSV into the sandbox's one writable folder; the student's code never sees the figures.
+lock held. ncu writes its CSV into the sandbox's one writable folder, which the student's code shares with it (the
+same uid): it could rewrite the figures, which is why they are reported and never scored.
 
 A call's figure is the sum over its kernels (the harness's own, `kg_*`, left out). `--cache-control all` flushes
 the caches before each kernel, so L2 hits are reuse within the kernel: what a rasterized grid improves. ncu needs
