@@ -73,7 +73,7 @@ class NcuReport:
 
     figures: tuple[NcuFigure, ...] = ()
     notes: tuple[str, ...] = ()
-    ncu: str = ""  # the binary, and its version where it said one
+    ncu: str = ""  # the ncu binary that measured them ("" where none was found)
 
     def to_json(self) -> dict:
         return {"ncu": self.ncu, "counters": COUNTERS, "figures": [dataclasses.asdict(f) for f in self.figures],
@@ -185,7 +185,7 @@ def measure_call(assignment: Assignment, kernel: Kernel, artifact: Artifact | No
                  sandbox: Sandbox, ncu: str, metrics: tuple[str, ...]) -> tuple[dict[str, float], str]:
     """One call of the kernel's timed case under ncu, in the sandbox: {metric: value}, or the words why none."""
     # Imported here: grader.timing.run imports the pipeline, which a spec-only user of this module does not need.
-    from grader.timing.run import pool_inputs, timing_calls
+    from grader.timing.run import HARNESS_MODULE, pool_inputs, timing_calls
 
     if artifact is None or artifact.status != BuildStatus.BUILT or artifact.library is None:
         return {}, f"{kernel.name} did not build: nothing to measure"
@@ -213,7 +213,7 @@ def measure_call(assignment: Assignment, kernel: Kernel, artifact: Artifact | No
         with gpu_lock(exclusive=True) if target.needs_gpu else nullcontext():
             ended = Session(workdir, outbox, 1).run(plan_file, 0, len(calls), calls, sandbox, limits_for(assignment),
                                                      target, deadline, wrapper=wrapper,
-                                                     module="grader.boundary.timing_harness",
+                                                     module=HARNESS_MODULE,
                                                      options=(settings.to_json(),), harness_env={})
         text = _read(log)
     tail = ended.log_tail[-300:]
