@@ -78,9 +78,10 @@ for part in $parts; do
     m3) run gpu-m3 300 python3 -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu_gpt2_m3.py ;;
     # Issue 24: the PyTorch packs' GPU tests (torch), and their CPU tests (torch-cpu: skipped in CI, which installs no
     # torch; on four workers where pytest-xdist is there). -v: each test's verdict as it ends, so that a part cut by
-    # its time box still says which failed. The speed-up sweep starts a harness (and torch) per length and kernel.
+    # its time box still says which failed. The speed-up sweep starts a harness (and torch) per length and kernel, so it
+    # runs last.
     torch) run gpu-torch 540 python3 -m pytest -m gpu -v --tb=short -ra -s -p no:cacheprovider \
-             tests/test_gpu_nanogpt_kvcache.py tests/test_gpu_contextual_sparsity.py ;;
+             tests/test_gpu_contextual_sparsity.py tests/test_gpu_nanogpt_kvcache.py ;;
     torch-cpu) run gpu-torch-cpu-tests 200 python3 -m pytest -v --tb=short -ra -p no:cacheprovider $(python3 -c \
                  'import xdist' 2>/dev/null && printf '%s' '-n 4 --dist loadgroup') tests/test_nanogpt_kvcache_pack.py \
                  tests/test_contextual_sparsity_pack.py ;;
