@@ -1,9 +1,9 @@
 """contextual-sparsity on a GPU machine: the reference's top-k on CUDA tensors against the float64 gold, and the
 reference graded whole through the pack's adapter (marked `gpu`: skipped, with the reason, where there is none).
 
-The adapter computes on the GPU where PyTorch in its harness sees one; whether the harness sees it is the python
-target's rule for a pack naming torch (until it gives torch packs the GPU, the graded run is on the CPU, and the
-last test says so by skipping)."""
+The adapter computes on the GPU where PyTorch in its harness sees one. The python target shows the harness the GPU
+when the pack names torch.cuda: contextual-sparsity does not (it grades on the CPU anywhere), so the last test grades
+the reference through a pack based on it that does."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from grader.cases import Seed, make_case_inputs
+from grader.options import Options
+from grader.pipeline import grade
 from grader.spec import Assignment, load_assignment
 from grader.targets import target_of
 
@@ -75,9 +77,19 @@ def test_reference_scores_full_marks_on_the_gpu_machine(graded: Graded) -> None:
     assert max(c.tolerance_used for k in result.kernels for c in k.cases) < 1e-3
 
 
-def test_the_adapter_computes_on_cuda_where_the_harness_sees_the_gpu(pack: Assignment, graded: Graded) -> None:
-    if not target_of(pack).needs_gpu:
-        pytest.skip("the python target does not give a torch pack's harness the GPU (yet): the graded run is on the "
-                    "CPU")
-    log = kernel_of(graded(None), "classifier_accuracy").log
-    assert "on cuda" in log, log
+def test_the_adapter_computes_on_cuda_where_the_harness_sees_the_gpu(pack: Assignment, tmp_path: Path,
+                                                                     cache_dir: Path) -> None:
+    """The pack names torch alone, so it grades on the CPU anywhere; a pack based on it that names torch.cuda too
+    (as nanogpt-kvcache-cuda does) gives the harness the GPU, and the same reference scores full marks there."""
+    (tmp_path / PACK).symlink_to(pack.root)  # based_on names a sibling folder
+    folder = tmp_path / f"{PACK}-cuda"
+    folder.mkdir()
+    (folder / "template").symlink_to(pack.template_dir)  # the provided adapter and models are read from it
+    (folder / "assignment.toml").write_text(f'[assignment]\nname = "{PACK}-cuda"\nbased_on = "{PACK}"\n'
+                                            'python_packages = ["torch", "torch.cuda"]\n')
+    on_gpu = load_assignment(folder)
+    assert target_of(on_gpu).needs_gpu and not target_of(pack).needs_gpu
+    result = grade(pack.reference_dir, on_gpu, Options(cache_dir=cache_dir))
+    assert result.score == result.max_score == 12, [k.message for k in result.kernels]
+    log = kernel_of(result, "classifier_accuracy").log
+    assert "on cuda" in log and "on cpu" not in log, log

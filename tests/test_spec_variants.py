@@ -116,3 +116,15 @@ def test_a_kernel_of_the_same_name_replaces_the_inherited_one_in_its_place(tmp_p
     a = load_assignment(_child(tmp_path, gelu))
     assert [(k.name, k.weight) for k in a.base_kernels][-2:] == [("residual", 0), ("gelu", 0)]
     assert load_assignment(_child(tmp_path / "w", gelu.replace("base_weight", "x"))).kernel("gelu") is not None
+
+
+def test_a_kernel_of_the_same_name_with_some_keys_changes_those_and_keeps_the_rest(tmp_path: Path) -> None:
+    inherited = load_assignment("gpt2-m1").kernel("gelu")
+    a = load_assignment(_child(tmp_path, '[[kernels]]\nname = "gelu"\ntolerance = { atol = 0.5, rtol = 0.0 }\n'))
+    gelu = a.kernel("gelu")
+    assert [k.name for k in a.base_kernels][-1] == "gelu"
+    assert gelu.tolerance.atol == 0.5 and gelu.tolerance != inherited.tolerance
+    assert (gelu.cases, gelu.signature, gelu.sources) == (inherited.cases, inherited.signature, inherited.sources)
+    # A wrong key in the few given is named where it was written.
+    with pytest.raises(SpecError, match=r"child/assignment\.toml kernel 'gelu': key 'tolerance' must be dict"):
+        load_assignment(_child(tmp_path / "bad", '[[kernels]]\nname = "gelu"\ntolerance = "tight"\n'))

@@ -3,7 +3,7 @@
 # the whole fits in one ~10-minute call, logged under $OUT (default /tmp/kernel-grader-gpu).
 #   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled traffic class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
-#                                               traffic m3-local m3-kv m3-ops m3-competition m3-flash m3 torch torch-cpu
+#                                               traffic m3-local m3-kv m3-ops m3-competition m3-flash m3 torch torch-cpu kv-sizes
 #                                               m3-speedups m3-cutlass m3-ncu
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
@@ -82,6 +82,9 @@ for part in $parts; do
     # runs last.
     torch) run gpu-torch 540 python3 -m pytest -m gpu -v --tb=short -ra -s -p no:cacheprovider \
              tests/test_gpu_contextual_sparsity.py tests/test_gpu_nanogpt_kvcache.py ;;
+    # Issue 24: which model size shows our KV cache's speed-up on this GPU (the reference's generate, in-process).
+    kv-sizes) run kvcache-model-sizes 200 python3 benchmarks/kvcache_model_sizes.py --budget-s 170 --margins \
+      ${KV_SIZES:+--sizes "$KV_SIZES"} --json "$out/kvcache-model-sizes.json" ;;
     torch-cpu) run gpu-torch-cpu-tests 200 python3 -m pytest -v --tb=short -ra -p no:cacheprovider $(python3 -c \
                  'import xdist' 2>/dev/null && printf '%s' '-n 4 --dist loadgroup') tests/test_nanogpt_kvcache_pack.py \
                  tests/test_contextual_sparsity_pack.py ;;

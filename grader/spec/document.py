@@ -145,13 +145,23 @@ def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[
 
 
 def _merged(inherited: list[tuple[Any, str]], own: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
-    """The inherited [[kernels]] with this assignment's laid over them: one of the same name replaces the inherited
-    one in its place, a new one is added after them (gpt2-m3 adds local attention to milestone 1's six)."""
+    """The inherited [[kernels]] with this assignment's laid over them: one of the same name is laid over the inherited
+    one key by key, in its place (nanogpt-kvcache-cuda gives its generation kernels sweep cases of a size a GPU
+    shows a cache's speed-up at, and keeps the rest); a new one is added after them (gpt2-m3 adds local attention
+    to milestone 1's six)."""
     def name(table: Any) -> Any:
         return table.get("name") if isinstance(table, dict) else None
 
+    def laid_over(table: Any, where: str) -> tuple[Any, str]:
+        if (over := replacing.pop(name(table), None)) is None:
+            return table, where
+        own_table, own_where = over
+        if not isinstance(table, dict) or not isinstance(own_table, dict):
+            return own_table, own_where
+        return {**table, **own_table}, own_where  # the inherited keys are checked where that assignment loads
+
     replacing = {name(table): (table, where) for table, where in own if name(table) is not None}
-    merged = [replacing.pop(name(table), (table, where)) for table, where in inherited]
+    merged = [laid_over(table, where) for table, where in inherited]
     return merged + [(table, where) for table, where in own if name(table) in replacing or name(table) is None]
 
 
