@@ -152,6 +152,8 @@ def _merged(inherited: list[tuple[Any, str]], own: list[tuple[Any, str]]) -> lis
     def name(table: Any) -> Any:
         return table.get("name") if isinstance(table, dict) else None
 
+    replacing = {name(table): (table, where) for table, where in own if name(table) is not None}
+
     def laid_over(table: Any, where: str) -> tuple[Any, str]:
         if (over := replacing.pop(name(table), None)) is None:
             return table, where
@@ -160,7 +162,6 @@ def _merged(inherited: list[tuple[Any, str]], own: list[tuple[Any, str]]) -> lis
             return own_table, own_where
         return {**table, **own_table}, own_where  # the inherited keys are checked where that assignment loads
 
-    replacing = {name(table): (table, where) for table, where in own if name(table) is not None}
     merged = [laid_over(table, where) for table, where in inherited]
     return merged + [(table, where) for table, where in own if name(table) in replacing or name(table) is None]
 
