@@ -21,7 +21,7 @@ from grader.checks.grading import (check_calls, check_gold, check_results, prepa
 from grader.cases import Seed, prepare_inputs
 from grader.compare import Verdict, compare
 from grader.device import certainly_unavailable, unavailable_reason
-from grader.gold import gold_outputs
+from grader.gold import gold_outputs, meaningful_inputs
 from grader.checkout import Checkout, checkout_folder
 from grader.options import Options
 from grader.results import Environment, Result, Submission, SubmissionStatus
@@ -217,7 +217,8 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
     ran_ok = {key for key, o in outcomes.items() if o.status == CallStatus.OK}
     # Gold only where something ran: a compile-only grade (no GPU here) needs none.
     needed = [(k, c, i) for k, c, i in selection if (k.name, c.name) in ran_ok]
-    gold = gold_outputs(assignment, needed, options.cache_dir, sandbox, options.cuda_arch) if needed else {}
+    gold = gold_outputs(assignment, needed, options.cache_dir, sandbox, options.cuda_arch,
+                        strict=seed.secret is None) if needed else {}
     checks_gold = check_gold(assignment, ran.built.checks, outcomes, ran.built.check_inputs, options.cache_dir)
     lap("gold")
 
@@ -276,8 +277,9 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
 def prepare_gold(assignment: Assignment, options: Options) -> None:
     """Compute every case's inputs and gold once, before a batch fans out (they are cached by content)."""
     kernels = assignment.select(options.kernels)
-    _, selection = _selection(assignment, kernels, options)
-    gold_outputs(assignment, selection, options.cache_dir, sandbox_named(options.sandbox), options.cuda_arch)
+    seed, selection = _selection(assignment, kernels, options)
+    gold_outputs(assignment, selection, options.cache_dir, sandbox_named(options.sandbox), options.cuda_arch,
+                 strict=seed.secret is None)
     prepare_check_gold(assignment, kernels, options.cache_dir)
 
 
@@ -298,7 +300,12 @@ def not_graded(assignment: Assignment, options: Options, status: SubmissionStatu
 def _selection(assignment: Assignment, kernels: tuple[Kernel, ...],
                options: Options) -> tuple[Seed, list[tuple[Kernel, Case, Path]]]:
     seed = Seed(assignment.public_seed, None if options.public_only else options.secret)
-    selection = [(k, c, prepare_inputs(assignment, k, c, seed, options.cache_dir))
+    # Under a secret, a case whose NumPy gold is too small for its tolerance is drawn again (gold.meaningful_inputs);
+    # not where nothing will run, which needs no gold.
+    redraw = seed.secret is not None and assignment.gold == "numpy" and \
+        not certainly_unavailable(assignment.target, assignment.python_packages)
+    inputs_of = meaningful_inputs if redraw else prepare_inputs
+    selection = [(k, c, inputs_of(assignment, k, c, seed, options.cache_dir))
                  for k in kernels for c in k.cases if c.public or not options.public_only]
     return seed, selection
 
