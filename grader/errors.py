@@ -24,6 +24,11 @@ class StoreError(GraderError):
     """The results store is unreadable, corrupt or from another schema version."""
 
 
+class SetupError(GraderError):
+    """The grading machine lacks what an assignment needs before anyone is graded (a Python package its harnesses
+    import, its compiler): the instructor installs it; no student is charged for it."""
+
+
 class MachineError(GraderError):
     """The grading machine, not the submission, failed before any student code ran: no device, no harness.
 

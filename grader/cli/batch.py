@@ -26,6 +26,7 @@ from grader.cli.options import add_grading_options, exposure_warning, options_fr
 from grader.dispatch import Executor, executor_named
 from grader.dispatch.slurm import SlurmExecutor
 from grader.errors import SubmissionError
+from grader.preflight import preflight
 from grader.spec import load_assignment
 
 DEFAULT_STORE = Path("grades.sqlite")
@@ -119,6 +120,7 @@ def run(arguments: argparse.Namespace) -> int:
         arguments.roster, arguments.pin = Path(arguments.pin[2]), arguments.pin[:2]
     if arguments.roster is None:
         raise SubmissionError("grader batch: give a ROSTER (or --collect to merge Slurm results, --status to see runs)")
+    preflight(assignment)  # before the first student: a package missing here is not the class's fault
     deadline = parse_deadline(arguments.deadline) if arguments.deadline else None
     pushes = _push_log(arguments.pin)
     only = frozenset(s.strip() for s in arguments.only.split(",") if s.strip()) if arguments.only else frozenset()

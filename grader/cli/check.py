@@ -15,6 +15,7 @@ from grader.cli.options import add_grading_options, add_report_options, options_
 from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
+from grader.preflight import preflight
 from grader.spec import Assignment, list_assignments, load_assignment
 
 
@@ -31,6 +32,7 @@ def run(arguments: argparse.Namespace) -> int:
     named = load_assignment(arguments.assignment) if arguments.assignment else None
     root = repository_root(arguments.path, [named] if named else list_assignments())
     assignment = named or recognise(root)
+    preflight(assignment)
     console = Console()
     if root.resolve() != arguments.path.resolve():
         console.print(f"checking {root} (the repository's root)", markup=False, highlight=False, style="dim")

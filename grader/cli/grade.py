@@ -13,6 +13,7 @@ from grader.cli.options import add_grading_options, add_report_options, exposure
 from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
+from grader.preflight import preflight
 from grader.spec import load_assignment
 
 
@@ -36,6 +37,7 @@ def run(arguments: argparse.Namespace) -> int:
     assignment = load_assignment(arguments.assignment)  # a spec or argument error first, then the warning
     if not arguments.submission.exists():
         raise SubmissionError(f"submission {arguments.submission}: no such folder")
+    preflight(assignment)
     if options.secret is None:
         console.print("[yellow]warning:[/] no secret seed (--secret-file or $KERNEL_GRADER_SECRET): "
                       "hidden cases use the public seed, so their outputs are predictable")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from grader.spec import list_assignments
+from grader.spec import survey_assignments
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -19,7 +20,8 @@ def run(arguments: argparse.Namespace) -> int:
     table = Table(title="assignments")
     for column in ("assignment", "target", "kernel", "weight", "cases (public)", "tolerance"):
         table.add_column(column)
-    for assignment in list_assignments():
+    assignments, broken = survey_assignments()
+    for assignment in assignments:
         for i, kernel in enumerate(assignment.kernels):
             public = sum(c.public for c in kernel.cases)
             table.add_row(assignment.name if i == 0 else "", assignment.target if i == 0 else "", kernel.name,
@@ -30,6 +32,9 @@ def run(arguments: argparse.Namespace) -> int:
     if not console.is_terminal:  # a pipe or a file: the table at its full width, so no name is cut
         console = Console(width=max(console.width, table_width(table, console)))
     console.print(table)
+    # A pack that does not load is listed with its error; every other pack keeps working.
+    for pack in broken:
+        console.print(f"[red]broken[/] {pack.name}: {escape(pack.error)}", soft_wrap=True, highlight=False)
     return 0
 
 

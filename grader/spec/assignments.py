@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
@@ -35,14 +36,35 @@ def find_assignment(name: str, assignments_dir: Path | None = None) -> Path:
     return assignment
 
 
+@dataclass(frozen=True)
+class BrokenAssignment:
+    """A pack that does not load: its name and the loader's error (file, key, what was expected)."""
+
+    name: str
+    error: str
+
+
 def list_assignments(assignments_dir: Path | None = None) -> list[Assignment]:
-    """Every assignment in `assignments_dir` (default: the repository's assignments/), by name."""
+    """Every assignment in `assignments_dir` (default: the repository's assignments/) that loads, by name; a broken
+    one is left out (`survey_assignments` names it), so that one bad pack never stops the commands that name none."""
+    return survey_assignments(assignments_dir)[0]
+
+
+def survey_assignments(assignments_dir: Path | None = None) -> tuple[list[Assignment], list[BrokenAssignment]]:
+    """The assignments that load, and those that don't with their errors, each by name."""
     folder = assignments_dir or ASSIGNMENTS_DIR
     if not folder.is_dir():
         raise SpecError(_no_assignments_folder(folder, assignments_dir is None))
     from grader.spec.loader import load_assignment
 
-    return [load_assignment(p.name, folder) for p in sorted(folder.iterdir()) if (p / "assignment.toml").is_file()]
+    loaded: list[Assignment] = []
+    broken: list[BrokenAssignment] = []
+    for pack in sorted(p for p in folder.iterdir() if (p / "assignment.toml").is_file()):
+        try:
+            loaded.append(load_assignment(pack.name, folder))
+        except SpecError as error:
+            broken.append(BrokenAssignment(pack.name, str(error)))
+    return loaded, broken
 
 
 def _no_assignments_folder(folder: Path, default: bool) -> str:
