@@ -221,13 +221,19 @@ def tile_shortfall_words(shortfalls: tuple[TileShortfall, ...]) -> str:
     for s in shortfalls:
         cases = f"case {s.cases[0]} asks" if len(s.cases) == 1 else \
             f"cases {', '.join(s.cases[:-1])} and {s.cases[-1]} ask"
-        fits = f", a {s.largest_tile} x {s.largest_tile} tile's" if s.largest_tile else ""
+        edge = f"{s.tile} x {s.tile} tile"
+        fits = f", {_a(s.largest_tile)} {s.largest_tile} x {s.largest_tile} tile's" if s.largest_tile else ""
         name = s.largest if len(s.largest) <= NAME_LIMIT else s.largest[:NAME_LIMIT] + "…"
-        clauses.append(f"{cases} for tile {s.tile}, and no kernel in its binary has the shared memory a "
-                       f"{s.tile} x {s.tile} tile needs ({size_in_words(s.needed_bytes)} for a {s.tile} x {s.tile} "
-                       f"tile of {' and one of '.join(s.inputs)}); the most any has is "
-                       f"{size_in_words(s.largest_bytes)} ({name}){fits}")
+        clauses.append(f"{cases} for tile {s.tile}, and no kernel in its binary has the shared memory {_a(s.tile)} "
+                       f"{edge} needs ({size_in_words(s.needed_bytes)} for {_a(s.tile)} {edge} of "
+                       f"{' and one of '.join(s.inputs)}); the most any has is {size_in_words(s.largest_bytes)} "
+                       f"({name}){fits}")
     return "; ".join(clauses) + ": each case must run at its own tile, not one tile for all" if clauses else ""
+
+
+def _a(number: int) -> str:
+    """The article before a number said aloud: "an 8 x 8 tile", "an 18 x 18", "a 16 x 16"."""
+    return "an" if str(number).startswith(("8", "11", "18")) else "a"
 
 
 def evidence_of(library: Path) -> LibraryEvidence:
