@@ -17,7 +17,9 @@ binary shows, per CUDA function of the library:
 - its functions' names: CUTLASS's and CuTe's kernels (`cutlass::Kernel<...>`) by their namespace;
 - its resources (`cuobjdump --dump-resource-usage`): registers per thread, static shared memory
   per block, stack and local bytes per thread;
-- the library's undefined `cublas*` symbols (the cuda target's `nm` scan), i.e. calls into cuBLAS.
+- the library's undefined `cublas*` symbols (the cuda target's `nm` scan), i.e. calls into cuBLAS;
+- per tile edge a tiled kernel's cases ask for (`tile_shortfalls`): whether some function has the static shared
+  memory a tile of that edge needs. One fixed 16 x 16 tile, whatever `tile` says, has none for tile 32.
 
 A student's binary never makes this raise: a library without device code, an unreadable file or a
 missing cuobjdump gives evidence with a note in words. Reading a library runs nothing in it.
@@ -38,10 +40,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
 
 from grader.results import CUTLASS_NAMESPACES, FunctionFacts, FunctionTechniques, LibraryFacts, LibraryTechniques
+from grader.sandbox import size_in_words
 from grader.targets.cuda import TARGET as CUDA
+
+if TYPE_CHECKING:
+    from grader.spec import Kernel
 
 T = TypeVar("T")
 
@@ -52,6 +60,7 @@ MAX_LIBRARY_BYTES = 256 << 20  # a SASS listing is ~10x the code it lists: past 
 # From sm_90 on, a block's shared memory starts with 1 KiB the system reserves; cuobjdump's SHARED counts it in
 # for every function with shared memory (5248 for a 4224-byte tile), ptxas -v and the source do not.
 RESERVED_SHARED_BYTES = 1024
+NAME_LIMIT = 60  # characters of a function's name in a deduction's words (templated names run to hundreds)
 
 # Opcodes (before the first '.') by what they show. HFMA2.MMA is an FMA issued on the MMA pipe, not a tensor-core
 # op: its opcode is HFMA2, so "ends in MMA" on the opcode alone picks HMMA, HGMMA, IMMA, DMMA, UTCHMMA, ... only.
@@ -78,6 +87,10 @@ _PTX_MMA = re.compile(r"(?<![\w.])mma\.(?:sync|sp)")
 _RESOURCE_FUNCTION = re.compile(r"^\s*Function (\S+?):\s*$")
 _RESOURCE = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
 _TOOL_MESSAGE = re.compile(r"^\S+ (?:fatal|error|info|warning)\s*: ", re.I)
+# The case parameter that names a tiled kernel's tile edge (tiled-matmul's `tile`), and the evidence kind that
+# asks each edge's shared memory of the binary (grader.spec.model.EVIDENCE).
+TILE_PARAMETER = "tile"
+TILE_EVIDENCE = "shared_memory_per_tile"
 
 
 @dataclass(frozen=True)
@@ -156,6 +169,71 @@ class LibraryEvidence(LibraryTechniques):
         functions = tuple(FunctionEvidence(**{**f, "tensor_core_forms": tuple(f.get("tensor_core_forms", ()))})
                           for f in data.get("functions", ()))
         return cls(**{**data, "functions": functions, "cublas_symbols": tuple(data.get("cublas_symbols", ()))})
+
+
+@dataclass(frozen=True)
+class TileShortfall:
+    """A tile edge a kernel's cases ask for that no function of its binary has the static shared memory for."""
+
+    tile: int
+    cases: tuple[str, ...]  # the cases at this tile, in the spec's order
+    needed_bytes: int  # a tile x tile tile of each input: 2 * tile * tile * 4 for two float32 matrices
+    inputs: tuple[str, ...]  # the inputs tiled ("A", "B")
+    largest: str  # the function with the most static shared memory (its short name), and how much it has
+    largest_bytes: int
+    largest_tile: int | None  # the biggest edge among the cases' whose tiles fit in that; None where none does
+
+
+def tile_shortfalls(kernel: Kernel, evidence: LibraryTechniques) -> tuple[TileShortfall, ...]:
+    """The tile edges `kernel`'s cases ask for (their `tile`) that no function of its library has the static shared
+    memory for: a tile x tile tile of each input. A kernel templated on the tile has one instantiation per edge,
+    each with its own tiles; one whose tiles are sized for the biggest edge (and used in part) has them too.
+
+    () where it can't be told: no SASS read, no shared memory at all (the `shared_memory` evidence says that), or
+    a function using shared memory with none declared: dynamic shared memory, sized at launch, which the binary
+    does not show. What the binary can't show either: which function a case launches, and with how many threads.
+    """
+    by_tile: dict[int, list[str]] = {}
+    for case in kernel.cases:
+        tile = case.params.get(TILE_PARAMETER)
+        if isinstance(tile, int) and not isinstance(tile, bool) and tile > 0:
+            by_tile.setdefault(tile, []).append(case.name)
+    inputs = kernel.buffers_with("input")
+    shared = [f for f in evidence.functions if f.uses_shared_memory]
+    if not by_tile or not inputs or not evidence.sass_read or not shared or \
+            any(f.shared_bytes == 0 for f in shared):
+        return ()
+    per_element = sum(_itemsize(b.dtype) for b in inputs)
+    largest = max(shared, key=lambda f: f.shared_bytes)
+    name = getattr(largest, "short_name", largest.name)  # FunctionEvidence's short name; FunctionFacts' name is it
+    fitting = [t for t in by_tile if t * t * per_element <= largest.shared_bytes]
+    return tuple(TileShortfall(tile, tuple(cases), tile * tile * per_element, tuple(b.name for b in inputs), name,
+                               largest.shared_bytes, max(fitting, default=None))
+                 for tile, cases in sorted(by_tile.items()) if tile * tile * per_element > largest.shared_bytes)
+
+
+def tile_shortfall_words(shortfalls: tuple[TileShortfall, ...]) -> str:
+    """What a kernel's cases ask of its tile that its binary lacks, one clause per tile edge, as the deduction says
+    it: "cases tile-32-ragged and ragged-medium ask for tile 32, and no kernel in its binary has the shared memory a
+    32 x 32 tile needs (8 KiB for a 32 x 32 tile of A and one of B); the most any has is 2 KiB (matmul_tiled_kernel),
+    a 16 x 16 tile's: ..."; "" where nothing is short."""
+    clauses = []
+    for s in shortfalls:
+        cases = f"case {s.cases[0]} asks" if len(s.cases) == 1 else \
+            f"cases {', '.join(s.cases[:-1])} and {s.cases[-1]} ask"
+        edge = f"{s.tile} x {s.tile} tile"
+        fits = f", {_a(s.largest_tile)} {s.largest_tile} x {s.largest_tile} tile's" if s.largest_tile else ""
+        name = s.largest if len(s.largest) <= NAME_LIMIT else s.largest[:NAME_LIMIT] + "…"
+        clauses.append(f"{cases} for tile {s.tile}, and no kernel in its binary has the shared memory {_a(s.tile)} "
+                       f"{edge} needs ({size_in_words(s.needed_bytes)} for {_a(s.tile)} {edge} of "
+                       f"{' and one of '.join(s.inputs)}); the most any has is {size_in_words(s.largest_bytes)} "
+                       f"({name}){fits}")
+    return "; ".join(clauses) + ": each case must run at its own tile, not one tile for all" if clauses else ""
+
+
+def _a(number: int) -> str:
+    """The article before a number said aloud: "an 8 x 8 tile", "an 18 x 18", "a 16 x 16"."""
+    return "an" if str(number).startswith(("8", "11", "18")) else "a"
 
 
 def evidence_of(library: Path) -> LibraryEvidence:
@@ -309,6 +387,10 @@ def _merge(usage: dict[tuple[str, str], dict[str, int]], sass: dict[tuple[str, s
             constant_reads=histogram[USER_CONSTANT_READS], readonly_loads=readonly,
             ldmatrix_instructions=_count(opcodes, LDMATRIX)))
     return tuple(functions)
+
+
+def _itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize
 
 
 def _count(opcodes: Counter[str], kinds: frozenset[str]) -> int:

@@ -14,7 +14,7 @@ import dataclasses
 
 from grader.build import Artifact
 from grader.compare import Verdict
-from grader.evidence import LibraryEvidence
+from grader.evidence import TILE_EVIDENCE, LibraryEvidence, tile_shortfall_words, tile_shortfalls
 from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, GroupResult, KernelResult, Mismatch,
                             ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
@@ -388,6 +388,9 @@ def _missing_technique(kernel: Kernel, artifact: Artifact) -> str:
         return ""
     absent = [kind for kind in kernel.evidence if artifact.evidence is not None and artifact.evidence.shows(kind) is False]
     words = [f"no {EVIDENCE_WORDS[kind]} in its binary" for kind in absent]
+    if TILE_EVIDENCE in kernel.evidence and artifact.evidence is not None and \
+            (tiles := tile_shortfall_words(tile_shortfalls(kernel, artifact.evidence))):  # per case's tile
+        words.append(tiles)
     missing = [p for p in artifact.missing_symbols if p in kernel.required_symbols]
     if missing:
         words.append(f"it calls nothing matching {', '.join(missing)}")

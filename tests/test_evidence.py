@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from grader import evidence
-from grader.evidence import LibraryEvidence, evidence_of
+from grader.evidence import LibraryEvidence, evidence_of, tile_shortfall_words, tile_shortfalls
 from grader.report.evidence import EvidenceSummary, summarize_evidence, variant_evidence
-from grader.results import LibraryFacts, VariantResult
-from grader.spec import PROJECT_ROOT
+from grader.results import FunctionFacts, LibraryFacts, VariantResult
+from grader.spec import PROJECT_ROOT, load_assignment
 from grader.targets.cuda import TARGET as CUDA
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -463,3 +463,58 @@ def test_each_m3_evidence_kind_is_shown_and_missing(tmp_path: Path) -> None:
     # What a result keeps says the same after a JSON round trip.
     facts = raw.facts()
     assert LibraryFacts.from_dict(json.loads(json.dumps(dataclasses.asdict(facts)))).shows("ptx_mma") is True
+
+
+# Per tile (shared_memory_per_tile): figures as a result keeps them, judged against tiled-matmul's own cases.
+
+def tiled_library(*functions: tuple[str, int, int], sass_read: bool = True) -> LibraryFacts:
+    """A library's facts: (short name, static shared bytes, shared-memory instructions) per function."""
+    return LibraryFacts(functions=[FunctionFacts(name, "sm_90", shared_bytes=shared, shared_instructions=instructions)
+                                   for name, shared, instructions in functions], sass_read=sass_read)
+
+
+@pytest.fixture(scope="module")
+def tiled_kernel():
+    return load_assignment("tiled-matmul").kernel("tiled")
+
+
+def test_each_tile_needs_a_tile_of_each_input_in_some_function(tiled_kernel) -> None:
+    tiles = sorted({c.params["tile"] for c in tiled_kernel.cases})
+    assert tiles == [8, 16, 32]
+    per_instantiation = tiled_library(*[(f"tile<{t}>", 2 * t * t * 4, 12) for t in tiles])
+    assert tile_shortfalls(tiled_kernel, per_instantiation) == ()
+    # Tiles sized for the biggest edge and used in part at the smaller ones: it can run every tile.
+    assert tile_shortfalls(tiled_kernel, tiled_library(("tile_max", 2 * 32 * 32 * 4, 12))) == ()
+    # Padded against bank conflicts (33 columns): more than the tiles need, still each tile's.
+    assert tile_shortfalls(tiled_kernel, tiled_library(("padded", 2 * 32 * 33 * 4, 12))) == ()
+    fixed = tile_shortfalls(tiled_kernel, tiled_library(("tile16", 2 * 16 * 16 * 4, 12), ("helper", 0, 0)))
+    assert [(s.tile, s.cases, s.needed_bytes, s.largest, s.largest_bytes, s.largest_tile) for s in fixed] == [
+        (32, tuple(c.name for c in tiled_kernel.cases if c.params["tile"] == 32), 8192, "tile16", 2048, 16)]
+    # One tile of A only, at 8 x 8: short of every tile's two, and no tile's fits.
+    only_a = tile_shortfalls(tiled_kernel, tiled_library(("a_only", 8 * 8 * 4, 4)))
+    assert [s.tile for s in only_a] == tiles and {s.largest_tile for s in only_a} == {None}
+
+
+def test_what_the_binary_cannot_show_is_not_judged(tiled_kernel) -> None:
+    # Dynamic shared memory: shared-memory instructions and no declared size (it is set at launch).
+    assert tile_shortfalls(tiled_kernel, tiled_library(("dynamic", 0, 10))) == ()
+    assert tile_shortfalls(tiled_kernel, tiled_library(("tile16", 2048, 12), ("dynamic", 0, 10))) == ()
+    # No SASS read; no shared memory at all (the shared_memory evidence says that); no tile in the cases.
+    assert tile_shortfalls(tiled_kernel, tiled_library(("tile16", 2048, 12), sass_read=False)) == ()
+    assert tile_shortfalls(tiled_kernel, tiled_library(("naive", 0, 0))) == ()
+    untiled = dataclasses.replace(tiled_kernel, cases=tuple(
+        dataclasses.replace(c, params={k: v for k, v in c.params.items() if k != "tile"}) for c in tiled_kernel.cases))
+    assert tile_shortfalls(untiled, tiled_library(("tile16", 2048, 12))) == ()
+
+
+def test_the_words_name_the_cases_the_tile_and_what_the_binary_has(tiled_kernel) -> None:
+    one_case = dataclasses.replace(tiled_kernel, cases=tuple(c for c in tiled_kernel.cases if c.name in (
+        "tile-8-ragged", "tile-32-ragged")))
+    words = tile_shortfall_words(tile_shortfalls(one_case, tiled_library(("k<4>", 2 * 4 * 4 * 4, 12))))
+    assert words == (
+        "case tile-8-ragged asks for tile 8, and no kernel in its binary has the shared memory an 8 x 8 tile needs "
+        "(512 bytes for an 8 x 8 tile of A and one of B); the most any has is 128 bytes (k<4>); "
+        "case tile-32-ragged asks for tile 32, and no kernel in its binary has the shared memory a 32 x 32 tile needs "
+        "(8 KiB for a 32 x 32 tile of A and one of B); the most any has is 128 bytes (k<4>): each case must run at "
+        "its own tile, not one tile for all")
+    assert tile_shortfall_words(()) == ""

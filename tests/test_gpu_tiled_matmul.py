@@ -28,7 +28,7 @@ from grader.timing.spec import load_timing, parse_timing
 from grader.timing.sweep import matmul_points
 
 from conftest import grade_variant, variant_params, with_time_limit
-from pack_samples import Graded, assert_expected_verdicts, graded_once
+from pack_samples import Graded, assert_expected_verdicts, graded_once, sample_named
 
 pytestmark = pytest.mark.gpu
 
@@ -116,3 +116,25 @@ def test_the_block_size_sweep_finds_tiles_of_16_or_more_beat_naive_and_draws_its
     assert award.points == award.rule.points, award
     page = render(points, pack.title, "N")
     assert "<svg" in page and "time against the tile at N = 4096" in page and "sweet spot (its fastest tile)" in page
+
+
+TILE_IGNORED, TILE_KEPT = "mutant-tile-ignored-always-16", "course-template-tile"
+
+
+def test_check_takes_the_tiled_points_of_a_kernel_fixed_at_16_and_keeps_them_where_each_tile_is_its_own(
+        pack: Assignment, cache_dir: Path, tmp_path: Path) -> None:
+    """As `grader check` grades (the public cases, all at tile 16, without the sanitizer): the tile-32 cases'
+    tile is still asked of the binary, so a kernel that ignores `tile` learns it before the deadline."""
+    results = {name: grade_variant(pack, sample_named(pack, name), tmp_path / name, cache_dir, kernels=("tiled",),
+                                   public_only=True, sanitizer=False) for name in (TILE_IGNORED, TILE_KEPT)}
+    for name, result in results.items():
+        (tiled,) = result.kernels
+        assert tiled.cases and all(c.passed and c.public for c in tiled.cases), (name, tiled.message)
+        assert {c.params["tile"] for c in tiled.cases} == {16}
+        if name == TILE_KEPT:
+            assert tiled.status == KernelStatus.PASSED and tiled.score == tiled.max_score, tiled.message
+        else:
+            assert tiled.status == KernelStatus.FAILED and tiled.score == 0, tiled.message
+            assert tiled.message.startswith("tiled must show its technique: cases tile-32-ragged and ragged-medium "
+                                            "ask for tile 32"), tiled.message
+            assert "the most any has is 2 KiB (matmul_tiled_kernel), a 16 x 16 tile's" in tiled.message

@@ -14,7 +14,7 @@ import pytest
 
 from grader import evidence
 from grader.cases import Seed, make_case_inputs, prepare_inputs
-from grader.evidence import LibraryEvidence, evidence_of
+from grader.evidence import LibraryEvidence, TileShortfall, evidence_of, tile_shortfalls
 from grader.gold import gold_outputs
 from grader.options import Options
 from grader.pipeline import Built, build_stage
@@ -205,11 +205,42 @@ def test_the_tiled_kernels_stage_tiles_in_shared_memory_and_the_naive_ones_do_no
             assert shown.shows("shared_memory") is True, name
 
 
+TILE_IGNORED = "mutant-tile-ignored-always-16"
+
 # Right in every case, and without the technique their kernel is named for: each loses that kernel's points.
 WITHOUT_THE_TECHNIQUE = {
     "mutant-tiled-without-shared-memory": "tiled must show its technique: no shared-memory use in its binary",
     "mutant-cublas-hand-written": "cublas must show its technique: it calls nothing matching cublas*",
+    TILE_IGNORED: "tiled must show its technique: cases tile-32-ragged and ragged-medium ask for tile 32, and no "
+                  "kernel in its binary has the shared memory a 32 x 32 tile needs (8 KiB for a 32 x 32 tile of A and "
+                  "one of B); the most any has is 2 KiB (matmul_tiled_kernel), a 16 x 16 tile's: each case must run "
+                  "at its own tile, not one tile for all",
 }
+
+
+@needs_nvcc
+@needs_sass
+def test_every_tile_the_cases_ask_for_has_its_tiles_in_the_binary_except_one_fixed_16_x_16(
+        pack: Assignment, built: dict[str, Built]) -> None:
+    tiled = pack.kernel("tiled")
+    assert "shared_memory_per_tile" in tiled.evidence and tiled.evidence_penalty == 1.0
+    at_32 = tuple(c.name for c in tiled.cases if c.params["tile"] == 32)
+    tiled_samples = [n for n, s in samples_of(pack).items() if s.kernel == "tiled"]
+    assert {"course-template-tile", "course-dynamic-shared-tile", TILE_IGNORED} <= set(tiled_samples)
+    for name in ("reference", *tiled_samples):
+        shortfalls = tile_shortfalls(tiled, library_evidence(built[name], "tiled"))
+        if name == TILE_IGNORED:
+            # Two 16 x 16 float tiles (2 KiB) for every tile: enough for tile 8's, short of tile 32's 8 KiB.
+            assert shortfalls == (TileShortfall(32, at_32, 2 * 32 * 32 * 4, ("A", "B"), "matmul_tiled_kernel",
+                                                2 * 16 * 16 * 4, 16),), shortfalls
+        else:
+            assert shortfalls == (), (name, shortfalls)
+    # One instantiation per tile, each with its own two tiles, as the reference's.
+    template = {f.short_name: f.shared_bytes for f in library_evidence(built["course-template-tile"], "tiled").functions}
+    assert template == {f"tiledMatMul<{t}>": 2 * t * t * 4 for t in TILES}, template
+    # Dynamic shared memory is sized at launch: the binary declares none, so the tiles are not judged from it.
+    dynamic = library_evidence(built["course-dynamic-shared-tile"], "tiled")
+    assert dynamic.shows("shared_memory") is True and [f.shared_bytes for f in dynamic.functions] == [0], dynamic
 
 
 @needs_nvcc

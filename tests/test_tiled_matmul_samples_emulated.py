@@ -22,6 +22,8 @@ from grader.spec import Assignment, Case, Kernel, load_assignment
 EMULATION = Path(__file__).parent / "cuda_emulation" / "fibers"
 # `name<T><<<grid, block>>>(args);` -> a launch the stand-in runs.
 LAUNCH = re.compile(r"([A-Za-z_]\w*(?:\s*<[^<>;]*>)?)\s*<<<(.*?)>>>\s*\((.*?)\)\s*;", re.S)
+# `extern __shared__ float smem[];` -> a pointer to the launch's dynamic shared memory, in the stand-in.
+EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(\w+)\s+(\w+)\s*\[\s*\]\s*;")
 MOST_PRODUCTS = 50_000_000  # per case: ~0.1 s emulated
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
@@ -48,7 +50,9 @@ def case_data(kernel_name: str, case_name: str) -> tuple[dict[str, np.ndarray], 
 
 def compile_emulator(header: Path, kernel: str, workdir: Path) -> Path:
     source = workdir / header.name
-    source.write_text(LAUNCH.sub(lambda m: f"kg_launch({m[2]}, [=] {{ {m[1]}({m[3]}); }});", header.read_text()))
+    text = LAUNCH.sub(lambda m: f"kg_launch({m[2]}, [=] {{ {m[1]}({m[3]}); }});", header.read_text())
+    source.write_text(EXTERN_SHARED.sub(
+        lambda m: f"{m[1]}* {m[2]} = reinterpret_cast<{m[1]}*>(kg::dynamic_shared.data());", text))
     binary = workdir / "emulator"
     subprocess.run(["g++", "-std=c++17", "-O1", "-w", f"-I{EMULATION}", f"-DKERNEL_TEXT=\"{source}\"",
                     *(["-DKG_TILED"] if kernel == "tiled" else []), str(EMULATION / "matmul_main.cpp"), "-o",

@@ -26,11 +26,12 @@ GoldSource = Literal["reference", "numpy"]
 # What a variant may ask the binaries to show of its technique (grader.evidence; in words: results.EVIDENCE_WORDS).
 # constant_memory: SASS reads __constant__ data; restrict_loads: non-coherent loads (LDG.E.CONSTANT);
 # async_copies: cp.async (LDGSTS); ptx_mma: tensor cores from raw mma.sync in the embedded PTX, not wmma;
-# cutlass: a function named in cutlass:: or cute::.
+# cutlass: a function named in cutlass:: or cute::. shared_memory_per_tile (a kernel's only: it reads the kernel's
+# cases): for each case's `tile`, a function with the static shared memory a tile of that edge of each input needs.
 Evidence = Literal["tensor_cores", "shared_memory", "cublas", "constant_memory", "restrict_loads", "async_copies",
-                   "ptx_mma", "cutlass"]
+                   "ptx_mma", "cutlass", "shared_memory_per_tile"]
 EVIDENCE: tuple[str, ...] = ("tensor_cores", "shared_memory", "cublas", "constant_memory", "restrict_loads",
-                             "async_copies", "ptx_mma", "cutlass")
+                             "async_copies", "ptx_mma", "cutlass", "shared_memory_per_tile")
 # What ncu measures for a variant whose claim is one (grader.ncu): reported, never scored.
 NCU_METRICS: tuple[str, ...] = ("shared_bank_conflicts", "l2_hit_rate")
 # The input types a tensor-core instruction is read as taking (grader.evidence: HMMA.1684.F32.TF32 takes TF32).

@@ -70,9 +70,10 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
             raise SpecError(f"{where}: key 'must_change' names {path!r}, which is not a file under '{onto}/' "
                             "(the folder the variant is laid over)")
     evidence = read.strings("evidence", ())
-    if unknown_evidence := [e for e in evidence if e not in EVIDENCE]:
+    if unknown_evidence := [e for e in evidence if e not in EVIDENCE or e == "shared_memory_per_tile"]:
         raise SpecError(f"{where}: key 'evidence': unknown evidence {unknown_evidence}; expected some of "
-                        f"{', '.join(EVIDENCE)}")
+                        f"{', '.join(e for e in EVIDENCE if e != 'shared_memory_per_tile')} (shared_memory_per_tile "
+                        "reads a kernel's cases: a kernel's key)")
     penalty = read.get("evidence_penalty", float, 0.0)
     if not 0 <= penalty <= 1:
         raise SpecError(f"{where}: key 'evidence_penalty' is a share of the variant's weight between 0 and 1, "

@@ -2,7 +2,8 @@
 // each block's threads are fibers (ucontext) run one after another until each reaches a __syncthreads() or
 // returns, then the next round; __shared__ arrays are function statics, shared by the block's fibers (blocks run
 // one at a time). Deterministic: a missing barrier shows as the same wrong answer on every run. The test turns
-// `kernel<<<grid, block>>>(args);` into `kg_launch(grid, block, [=] { kernel(args); });` before compiling.
+// `kernel<<<grid, block>>>(args);` into `kg_launch(grid, block, [=] { kernel(args); });` before compiling, and
+// `extern __shared__ float smem[];` into a pointer to the launch's dynamic shared memory (kg::dynamic_shared).
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -70,6 +71,10 @@ inline float __shfl_xor_sync(unsigned, float value, int mask) {
     return kg::shuffle(value, (kg::current % 32) ^ mask);
 }
 
+namespace kg {
+inline std::vector<char> dynamic_shared;  // `<<<grid, block, bytes>>>`'s bytes, shared by every block in turn
+}  // namespace kg
+
 inline void kg_launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
     int threads = (int)(block.x * block.y * block.z);
     kg::fibers.resize(threads);
@@ -104,4 +109,9 @@ inline void kg_launch(dim3 grid, dim3 block, const std::function<void()>& kernel
             }
         }
     }
+}
+
+inline void kg_launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& kernel) {
+    kg::dynamic_shared.assign(shared_bytes, 0);
+    kg_launch(grid, block, kernel);
 }
