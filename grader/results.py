@@ -82,6 +82,7 @@ class CaseResult:
     out_of_bounds: list[str] = field(default_factory=list)  # "32 element(s) past the end of out", one per write
     inputs_modified: list[str] = field(default_factory=list)  # input buffers it wrote into
     signal: str | None = None  # the signal that killed its harness ("SIGSEGV"), where one did
+    uncaught: str | None = None  # the C++ exception that ended it uncaught ("std::bad_alloc"), where one did
     scratch_written: list[ScratchWritten] = field(default_factory=list)  # what it wrote of scratch to leave untouched
     # Where its variant asks that: the device memory the call took beyond its arguments, sampled while it ran (what it
     # cudaMalloc'd for itself, a library's workspace; device-wide, so another process's allocation shows too).

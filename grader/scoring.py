@@ -43,7 +43,7 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
                           device_ms=outcome.device_ms, params=_sizes(case),
                           while_loading=outcome.while_loading or None, limit=outcome.limit,
                           out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
-                          signal=outcome.signal)
+                          signal=outcome.signal, uncaught=outcome.uncaught)
     first = verdict.first_mismatch
     passed, message = verdict.passed, verdict.message
     if outcome.inputs_modified:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 from pathlib import Path
@@ -225,3 +226,33 @@ def test_a_reported_curve_is_drawn_beside_golds_and_the_caption_says_both_where_
     older = dataclasses.replace(case, reported_gold={})
     (curve,) = curves_of(dataclasses.replace(result, kernels=[dataclasses.replace(result.kernels[0], cases=[older])]))
     assert curve.gold_points == () and "gold (the reference)" not in (figure_svg(curve) or "")
+
+
+def test_markdown_total_row_belongs_to_the_kernel_table(class_results: dict[str, Result]) -> None:
+    for result in class_results.values():
+        lines = markdown.render(result).splitlines()
+        if not any(line.startswith("| **total** |") for line in lines):
+            continue
+        header = next(i for i, line in enumerate(lines) if line.startswith("| kernel |"))
+        total = next(i for i, line in enumerate(lines) if line.startswith("| **total** |"))
+        # A blank line ends a Markdown table: the totals row would be a table of its own, with no header.
+        assert all(line.startswith("|") for line in lines[header:total + 1]), lines[header:total + 1]
+
+
+def test_report_command_renders_a_class_list_as_one_file_a_student(class_results: dict[str, Result],
+                                                                   tmp_path: Path) -> None:
+    saved = tmp_path / "all.json"  # as `grader batch --json` writes it
+    chosen = [dataclasses.replace(class_results[n], student=n) for n in ("ada", "brian")]
+    saved.write_text(json.dumps([r.to_dict() for r in chosen]))
+    assert main(["report", "html", str(saved), "--out", str(tmp_path / "html")]) == 0
+    assert main(["report", "markdown", str(saved), "--out", str(tmp_path / "md")]) == 0
+    assert sorted(p.name for p in (tmp_path / "html").iterdir()) == ["ada.html", "brian.html"]
+    assert "1.5 / 3" in (tmp_path / "md" / "brian.md").read_text()
+
+
+def test_tolerance_used_reads_as_a_multiple_and_a_wild_answer_as_over_a_thousand() -> None:
+    from grader.report.render import tolerance_used
+
+    assert tolerance_used(0.31) == "0.31x" and tolerance_used(4.2) == "4.2x"
+    assert tolerance_used(2.09e8) == "over 1000x" and tolerance_used(2.24e31) == "over 1000x"
+    assert tolerance_used(None) == "–" and tolerance_used(float("nan")) == "–"

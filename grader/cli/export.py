@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from grader.cases import read_secret
-from grader.cli.report import add_result_argument, load_result, result_path, stored_results
+from grader.cli.report import add_result_argument, load_result, load_results, result_path, stored_results
 from grader.competition.results import CompetitionResult, read_competition
 from grader.spec import load_assignment
 from grader.timing.table import SpeedupTable, read_table
@@ -125,26 +125,6 @@ def run_junit(arguments: argparse.Namespace) -> int:
     junit.write(results, arguments.out)
     Console().print(f"JUnit XML written to {arguments.out}")
     return 0
-
-
-def load_results(path: Path):
-    """A result file as `grade --json` writes it (one object) or as `batch --json` does (a list of them)."""
-    from grader.errors import SubmissionError
-    from grader.results import Result
-
-    try:
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise SubmissionError(f"{path}: cannot read the result ({error.strerror})") from None
-    except ValueError as error:
-        raise SubmissionError(f"{path}: not JSON ({error})") from None
-    if not isinstance(data, list):
-        return load_result(path)
-    try:
-        return [Result.from_dict(item) for item in data]
-    except (ValueError, TypeError, KeyError, AttributeError) as error:
-        raise SubmissionError(f"{path}: a list, but not of results written by `grader batch --json` "
-                              f"(bad or missing field: {error})") from None
 
 
 def run_gradebook(arguments: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ Every command that reads one result file takes it as `RESULT` or as `--result RE
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from rich.console import Console
@@ -21,8 +22,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     kinds = parser.add_subparsers(dest="report", required=True, metavar="KIND")
     for kind, what in (("html", "one self-contained HTML file"), ("markdown", "Markdown (CI summaries)")):
         one = kinds.add_parser(kind, help=f"one result (a `--json` file) as {what}")
-        add_result_argument(one, "a result written by `grader grade/check --json`")
-        one.add_argument("--out", type=Path, required=True, help="the file to write")
+        add_result_argument(one, "a result written by `grader grade/check --json`, or a class's by `batch --json`")
+        one.add_argument("--out", type=Path, required=True,
+                         help="the file to write (a class's results: the folder to write one file a student into)")
         one.set_defaults(run=run_one, kind=kind)
     dashboard = kinds.add_parser("dashboard", help="the class dashboard and every student's report, from a store")
     dashboard.add_argument("--store", type=Path, required=True, help="the results store (SQLite file)")
@@ -60,6 +62,23 @@ def load_result(path: Path) -> Result:
         raise SubmissionError(f"{path}: not a result written by `grader --json` (bad or missing field: {error})") from None
 
 
+def load_results(path: Path) -> Result | list[Result]:
+    """A result file as `grade --json` writes it (one object) or as `batch --json` does (a list of them)."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise SubmissionError(f"{path}: cannot read the result ({error.strerror})") from None
+    except ValueError as error:
+        raise SubmissionError(f"{path}: not JSON ({error})") from None
+    if not isinstance(data, list):
+        return load_result(path)
+    try:
+        return [Result.from_dict(item) for item in data]
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise SubmissionError(f"{path}: a list, but not of results written by `grader batch --json` "
+                              f"(bad or missing field: {error})") from None
+
+
 def stored_results(store_path: Path, assignment: str) -> list[Result]:
     if not store_path.is_file():
         raise StoreError(f"store {store_path}: no such file")
@@ -76,9 +95,18 @@ def stored_results(store_path: Path, assignment: str) -> list[Result]:
 def run_one(arguments: argparse.Namespace) -> int:
     from grader.report import html, markdown
 
-    result = load_result(result_path(arguments))
-    (html if arguments.kind == "html" else markdown).write(result, arguments.out)
-    Console().print(f"{arguments.kind} report written to {arguments.out}")
+    results = load_results(result_path(arguments))
+    renderer = html if arguments.kind == "html" else markdown
+    if not isinstance(results, list):
+        renderer.write(results, arguments.out)
+        Console().print(f"{arguments.kind} report written to {arguments.out}")
+        return 0
+    # A class's list (`batch --json`): --out is a folder, one report a student, named by the roster's id.
+    suffix = ".html" if arguments.kind == "html" else ".md"
+    for index, result in enumerate(results):
+        name = (result.student or f"result-{index + 1}").replace("/", "_")
+        renderer.write(result, arguments.out / f"{name}{suffix}")
+    Console().print(f"{len(results)} {arguments.kind} reports written to {arguments.out}/")
     return 0
 
 

@@ -11,6 +11,7 @@ from grader.status import CaseStatus, KernelStatus
 # Signals that mean the kernel touched memory it does not own, and those that mean it aborted itself.
 MEMORY_SIGNALS = ("SIGSEGV", "SIGBUS")
 ABORT_SIGNALS = ("SIGABRT",)
+ALLOCATION_FAILURES = ("std::bad_alloc", "std::bad_array_new_length")  # an uncaught exception that says "memory"
 
 
 def case_hints(case: CaseResult) -> list[str]:
@@ -35,12 +36,18 @@ def case_hints(case: CaseResult) -> list[str]:
         return ["It crashed before the kernel was called, while its library was being loaded: look at global "
                 "objects and static initialisers in your files (their constructors run at load time)."]
     if case.status.counts_as_crash:
+        if case.uncaught in ALLOCATION_FAILURES:
+            return [f"An allocation failed ({case.uncaught}): the kernel asked for more memory than it can have. "
+                    "Look for a buffer sized N × N (or larger) where a tile or a row would do, or a size computed "
+                    "wrong (negative, or from an uninitialised variable)."]
+        if case.uncaught:
+            return [f"An exception ({case.uncaught}) was thrown and never caught, so the process aborted: find "
+                    "where your code throws it (or calls something that does) and why."]
         if case.signal in MEMORY_SIGNALS:
             return ["The kernel touched memory it does not own: an index past the end of a buffer, "
                     "or a write through a null pointer."]
         if case.signal in ABORT_SIGNALS:
-            return ["The process aborted (an assert, abort() or an uncaught exception), "
-                    "possibly while the library was being loaded."]
+            return ["The process aborted: an assert that failed, or a call to abort()."]
         return []
     if case.status is not CaseStatus.FAILED:
         return []

@@ -24,7 +24,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("grader.report", "templates"), autoescape=autoescape,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
-    env.filters.update(num=number, ms=milliseconds, md=markdown_cell, sizes=sizes)
+    env.filters.update(num=number, ms=milliseconds, md=markdown_cell, sizes=sizes, used=tolerance_used)
     # Templates compare statuses with the enums' members, never with spelled-out strings.
     env.globals.update(KernelStatus=KernelStatus, CaseStatus=CaseStatus, SubmissionStatus=SubmissionStatus,
                        Outcome=Outcome)
@@ -38,6 +38,17 @@ def number(value: float | None, digits: int = 3) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return f"{value:.{digits}g}"
+
+
+TOLERANCE_SHOWN = 1000  # beyond this many tolerances off, the multiple says nothing more: "over 1000x"
+
+
+def tolerance_used(value: float | None) -> str:
+    """How much of its tolerance a case's worst element used: "0.31x" (passed), "4.2x"; "over 1000x" for an
+    answer that is not near at all (2.09e+08 says no more, and reads as an error of the grader)."""
+    if value is None or value != value:
+        return "–"
+    return f"over {TOLERANCE_SHOWN}x" if value > TOLERANCE_SHOWN else f"{number(value)}x"
 
 
 def milliseconds(case: CaseResult) -> str:

@@ -149,8 +149,11 @@ def _print_details(console: Console, view: KernelView) -> None:
     for case, hints in view.failed_cases:
         where = f" ({sizes(case)})" if case.params else ""
         hidden = "" if case.public else " [hidden]"
-        _line(console, Text.assemble("  ", (case.name, "bold"), where, (hidden, "dim"), ": ",
-                                     (str(case.status).replace("_", " "), "red"), ": ", case.message))
+        status = str(case.status).replace("_", " ")
+        # "not run: not run: ...": a message that starts with its status says it once.
+        message = case.message.removeprefix(f"{status}: ")
+        _line(console, Text.assemble("  ", (case.name, "bold"), where, (hidden, "dim"), ": ", (status, "red"), ": ",
+                                     message))
         for hint in hints:
             _hint(console, hint, indent=HINT_INDENT)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,7 @@ class CallOutcome:
     while_loading: bool = False  # it crashed while its library was being loaded (static constructors)
     limit: LimitKind | None = None  # the limit that ended it ("processes", "memory", ...; "time": its time limit)
     signal: str | None = None  # the signal that killed the harness during it ("SIGSEGV"), where one did
+    uncaught: str | None = None  # the C++ exception that ended it uncaught ("std::bad_alloc"), where one did
     tampered: bool = False  # its kernel's code forged or flooded the progress channel: its results are void
     # A composed call's outputs as the harness sealed them while it ran, in order (also for one that
     # crashed later: how far it got).
@@ -138,10 +140,23 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
     message = crashed_while_loading(ended) if loading else f"the process {ended.reason} during this case"
     outcomes[failed] = CallOutcome(call.kernel.name, call.case.name, CallStatus.CRASHED,
                                    message + (f"\n{tail}" if tail else ""),
-                                   while_loading=loading, limit=ended.limit, signal=ended.signal)
+                                   while_loading=loading, limit=ended.limit, signal=ended.signal,
+                                   uncaught=uncaught_exception(tail))
     if loading:  # every case loads the same library: it would crash the same way
         return skip_rest_of_kernel(failed, calls, outcomes, "not run: the kernel's library crashed while loading")
     return failed + 1
+
+
+# What libstdc++ (and libc++) print when a C++ exception leaves main uncaught, before abort() raises SIGABRT.
+UNCAUGHT = re.compile(r"terminate called after throwing an instance of '([^'\n]+)'"
+                      r"|terminating due to uncaught exception of type ([\w<>]+(?:::[\w<>]+)*)")
+
+
+def uncaught_exception(log_tail: str) -> str | None:
+    """The type of the C++ exception the harness's own runtime said ended it uncaught ("std::bad_alloc"), or None:
+    the C++ runtime's words, read as the signal is read from the exit status (a fact, before any words of ours)."""
+    found = UNCAUGHT.search(log_tail or "")
+    return next(group for group in found.groups() if group) if found else None
 
 
 def crashed_while_loading(ended: HarnessExit) -> str:
