@@ -79,7 +79,8 @@ def failed_case(**figures) -> CaseResult:
     (dict(row_shift=-1), "moved up by one row"),
     (dict(nonfinite=3), "division by zero"),
     (dict(zeros=24), "exactly 0"),
-    (dict(never_written=4, mismatches=4, first_mismatch=Mismatch("O", [5, 0], 1.0, None)), "last row (row 5)"),
+    (dict(never_written=4, mismatches=4, first_mismatch=Mismatch("O", [5, 0], 1.0, None, "never_written")),
+     "last row (row 5)"),
 ], ids=["never-written", "transposed", "row-down", "row-up", "nan", "zeros", "last-row"])
 def test_each_recognisable_pattern_gets_its_hint(figures: dict, words: str) -> None:
     hints = case_hints(failed_case(**figures))
@@ -120,7 +121,8 @@ def test_html_report_explains_a_never_written_last_row(class_results: dict[str, 
     page = html.render(class_results["chen"])
     assert "2 / 3" in page
     assert "Only the last row (row 36) was never written" in page
-    assert "index <code>[36, 0]</code>" in page and "never written (NaN poison)" in page
+    # The index along the axes the spec's shape names ("N, d"), and the poison named for what it is.
+    assert "at <code>O[N=36, d=0]</code>" in page and "got <code>never written</code>" in page
     assert "N=37, d=24" in page  # the case's sizes
 
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
 from grader.report.hints import case_hints, kernel_hints
-from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Result, VariantResult
+from grader.compare import NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS, index_in_words
+from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Mismatch, Result, VariantResult
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("grader.report", "templates"), autoescape=autoescape,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
-    env.filters.update(num=number, ms=milliseconds, md=markdown_cell, sizes=sizes)
+    env.filters.update(num=number, ms=milliseconds, md=markdown_cell, sizes=sizes, at=mismatch_at, got=mismatch_got)
     # Templates compare statuses with the enums' members, never with spelled-out strings.
     env.globals.update(KernelStatus=KernelStatus, CaseStatus=CaseStatus, SubmissionStatus=SubmissionStatus,
                        Outcome=Outcome)
@@ -49,6 +50,24 @@ def milliseconds(case: CaseResult) -> str:
 def sizes(case: CaseResult) -> str:
     """The case's parameters as the spec names them: "N=37, d=24"."""
     return ", ".join(f"{k}={v}" for k, v in (case.params or {}).items())
+
+
+def mismatch_at(mismatch: Mismatch) -> str:
+    """Where a first mismatch is: "O[N=5, d=3]" along the axes the spec names, else "O[5, 3]"."""
+    return index_in_words(mismatch.buffer, mismatch.index, mismatch.axes) if mismatch.axes else \
+        f"{mismatch.buffer}{list(mismatch.index)}"
+
+
+# What a NaN that is the poison, or was computed from one, is called in a report's cell.
+POISON_WORDS = {NEVER_WRITTEN: "never written", READ_BEFORE_WRITTEN: "NaN (from the output read before it was written)",
+                READ_OUT_OF_BOUNDS: "NaN (from memory outside a buffer)"}
+
+
+def mismatch_got(mismatch: Mismatch) -> str:
+    """What a first mismatch holds: its value, or what its poison says."""
+    if mismatch.poison in POISON_WORDS:
+        return POISON_WORDS[mismatch.poison]
+    return "NaN" if mismatch.got is None or mismatch.got != mismatch.got else number(mismatch.got, 7)
 
 
 def markdown_cell(text: object) -> str:
