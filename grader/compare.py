@@ -154,8 +154,9 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
     out_of_bounds = sum(b.read_out_of_bounds for b in blocks)
     margins = tuple(_margin_read(code, pointers) for code in sorted(set().union(*(b.margins for b in blocks))))
     # Indices along the spec's named axes where they lay the buffer out (their extents multiply to its size).
-    extents = tuple(e for _, e in axes) if axes and math.prod(e for _, e in axes) == elements else gold.shape
-    names = tuple(a for a, _ in axes) if extents is not gold.shape else ()
+    along_axes = bool(axes) and math.prod(e for _, e in axes) == elements
+    extents = tuple(e for _, e in axes) if along_axes else gold.shape
+    names = tuple(a for a, _ in axes) if along_axes else ()
     first = None
     if mismatches:
         flat = next(b.first_mismatch for b in blocks if b.first_mismatch is not None)

@@ -14,7 +14,7 @@ from grader.cli import main
 from grader.compare import compare
 from grader.report import html, markdown
 from grader.report.hints import case_hints, kernel_hints
-from grader.results import CaseResult, Environment, KernelResult, Mismatch, Result, Submission
+from grader.results import CaseResult, Environment, KernelResult, MarginRead, Mismatch, Result, Submission
 from grader.spec import Tolerance, load_assignment
 
 from report_fixtures import class_results  # noqa: F401  (a fixture)
@@ -81,7 +81,10 @@ def failed_case(**figures) -> CaseResult:
     (dict(zeros=24), "exactly 0"),
     (dict(never_written=4, mismatches=4, first_mismatch=Mismatch("O", [5, 0], 1.0, None, "never_written")),
      "last row (row 5)"),
-], ids=["never-written", "transposed", "row-down", "row-up", "nan", "zeros", "last-row"])
+    (dict(read_out_of_bounds=24, margins_read=[MarginRead("K", True)]), "memory past the end of K"),
+    (dict(read_before_written=24), "reads an output before writing it"),
+], ids=["never-written", "transposed", "row-down", "row-up", "nan", "zeros", "last-row", "read-past-k",
+        "read-before-written"])
 def test_each_recognisable_pattern_gets_its_hint(figures: dict, words: str) -> None:
     hints = case_hints(failed_case(**figures))
     assert any(words in h for h in hints), hints

@@ -73,14 +73,12 @@ def case_hints(case: CaseResult) -> list[str]:
                      "an off-by-one in the row index.")
     if case.read_out_of_bounds:
         where = margins_in_words([MarginRead(m.buffer, m.after) for m in case.margins_read]) or "outside a buffer"
-        hints.append(f"{case.read_out_of_bounds:,} elements are NaN computed from memory {where}, which the harness "
-                     "fills with NaN: an index reads out of bounds, such as a loop or a tile that runs past the last "
-                     "row (a partial last tile taken whole), or a row index multiplied by the wrong stride.")
+        hints.append(f"It reads memory {where}, which the harness fills with NaN: an index reads out of bounds, "
+                     "such as a loop or a tile that runs past the last row (a partial last tile taken whole, a bound "
+                     "off by one), or a row index multiplied by the wrong stride.")
     if case.read_before_written:
-        hints.append(f"{case.read_before_written:,} elements are NaN computed from the NaN the output starts with: "
-                     "the kernel reads an output before writing it (accumulates into it, or rescales it, before "
-                     "setting it). Outputs arrive holding garbage, not zeros: set them, or a local accumulator, to 0 "
-                     "first.")
+        hints.append("It reads an output before writing it (accumulates into it, or rescales it, before setting it): "
+                     "outputs arrive holding NaN, not zeros. Set them, or a local accumulator, to 0 first.")
     if case.nonfinite:
         hints.append(f"{case.nonfinite:,} elements are NaN or Inf where the expected value is finite: "
                      "a division by zero (a sum or a count that is 0) or exp() of an unbounded score; "
