@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from grader.cli import main
 from grader.compare import compare
-from grader.report import html, markdown
+from grader.report import html, markdown, terminal
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import CaseResult, Environment, KernelResult, MarginRead, Mismatch, Result, Submission
 from grader.spec import Tolerance, load_assignment
@@ -230,3 +232,25 @@ def test_a_reported_curve_is_drawn_beside_golds_and_the_caption_says_both_where_
     older = dataclasses.replace(case, reported_gold={})
     (curve,) = curves_of(dataclasses.replace(result, kernels=[dataclasses.replace(result.kernels[0], cases=[older])]))
     assert curve.gold_points == () and "gold (the reference)" not in (figure_svg(curve) or "")
+
+
+def test_a_message_many_cases_share_is_said_once_with_the_cases_it_applies_to(class_results: dict[str, Result]) -> None:
+    # A kernel whose module fails to import: every case raises the same error, one case fails otherwise.
+    result = class_results["emil"]
+    flash = kernel(result, "flash_attention")
+    error = "ModuleNotFoundError: No module named 'inference' (while importing model.py)"
+    cases = [dataclasses.replace(c, status="crashed", passed=False, message=error) for c in flash.cases[:-1]]
+    cases.append(dataclasses.replace(flash.cases[-1], status="failed", passed=False, message="O: 3 of 8 wrong"))
+    broken = dataclasses.replace(flash, status="crashed", score=0.0, cases=cases)
+    result = dataclasses.replace(result, kernels=[broken if k is flash else k for k in result.kernels])
+    names = [c.name for c in cases[:-1]]
+    page, text = html.render(result), markdown.render(result)
+    console = Console(file=io.StringIO(), width=100)
+    terminal.render(result, console)
+    printed = " ".join(console.file.getvalue().split())
+    for output in (page.replace("&#39;", "'"), text, printed):
+        assert output.count(error) == 1 and output.count("O: 3 of 8 wrong") == 1
+    listed = ", ".join(c.name + ("" if c.public else " [hidden]") for c in cases[:-1])
+    assert f"{len(names)} cases ({listed}): crashed: {error}" in printed
+    assert f"**{len(names)} cases** ({', '.join(f'`{n}`' for n in names)}): {error}" in text
+    assert f"{cases[-1].name} (" in printed  # a case alone keeps its sizes

@@ -76,10 +76,47 @@ def markdown_cell(text: object) -> str:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """Failed cases that share their words: one message and one set of hints, said once for all of them (an import
+    error every case raises is one paragraph, with the cases it cost)."""
+
+    cases: list[CaseResult]
+    hints: list[str]
+
+    @property
+    def case(self) -> CaseResult:
+        """The first of them: its status, message and first mismatch are every one's."""
+        return self.cases[0]
+
+    @property
+    def names(self) -> str:
+        """ "one-row, odd-sizes [hidden], square-tiles [hidden]" """
+        return ", ".join(c.name + ("" if c.public else " [hidden]") for c in self.cases)
+
+
+def failures(failed_cases: list[tuple[CaseResult, list[str]]]) -> list[Failure]:
+    """The failed cases grouped by what a report says of each (status, message, first mismatch, hints), in the order
+    their first case comes."""
+    groups: dict[tuple, Failure] = {}
+    for case, hints in failed_cases:
+        key = (case.status, case.message, repr(case.first_mismatch), tuple(hints))
+        if key in groups:
+            groups[key].cases.append(case)
+        else:
+            groups[key] = Failure([case], hints)
+    return list(groups.values())
+
+
+@dataclass(frozen=True)
 class KernelView:
     kernel: KernelResult
     hints: list[str]
     failed_cases: list[tuple[CaseResult, list[str]]]
+
+    @property
+    def failures(self) -> list[Failure]:
+        """The failed cases, those a report says the same words of together (`failures`)."""
+        return failures(self.failed_cases)
 
     @property
     def sanitizer(self) -> list[str]:
