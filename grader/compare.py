@@ -78,7 +78,8 @@ class Verdict:
 
 
 def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], tolerance: Tolerance,
-            pointers: Sequence[str] = (), axes: Mapping[str, Sequence[tuple[str | None, int]]] | None = None) -> Verdict:
+            pointers: Sequence[str] = (),
+            axes: Mapping[str, Sequence[tuple[str | None, int]]] | None = None) -> Verdict:
     """Compare every graded buffer; the verdict passes only if all of them do.
 
     pointers: the call's pointer parameters in the signature's order, which a margin's poison names by position.
@@ -234,8 +235,8 @@ def _compare_block(y: np.ndarray, g: np.ndarray, start: int, tolerance: Toleranc
         nonfinite = int(np.count_nonzero(computed & finite_gold & ~from_output & ~from_margin))
     unwritten_count = int(np.count_nonzero(unwritten))
     return _Block(mismatches, unwritten_count, nonfinite, int(np.count_nonzero(from_output)),
-                  int(np.count_nonzero(from_margin)), codes, everything_comparable, max_abs, max_rel, used, gold_squares,
-                  error_squares, start + int(np.argmin(passed)) if mismatches else None,
+                  int(np.count_nonzero(from_margin)), codes, everything_comparable, max_abs, max_rel, used,
+                  gold_squares, error_squares, start + int(np.argmin(passed)) if mismatches else None,
                   start + int(np.argmax(unwritten)) if unwritten_count else None)
 
 
@@ -254,7 +255,8 @@ def _finite_block(difference: np.ndarray, magnitude: np.ndarray, allowed: np.nda
     # Relative errors where |g| > atol; zero elsewhere, which the max over these non-negative values ignores.
     np.divide(difference, magnitude, out=ratio)
     np.copyto(ratio, 0.0, where=magnitude <= tolerance.atol)
-    return _Block(mismatches, 0, 0, 0, 0, frozenset(), True, largest, float(ratio.max()), used, _squares(g), _squares(difference), first,
+    return _Block(mismatches, 0, 0, 0, 0, frozenset(), True, largest, float(ratio.max()), used, _squares(g),
+                  _squares(difference), first,
                   None)
 
 
@@ -390,8 +392,9 @@ def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, no
     if unwritten_count:
         parts.append(f"{unwritten_count:,} of {elements:,} elements never written (first at {where_unwritten})")
     if out_of_bounds:
-        parts.append(f"{out_of_bounds:,} of {elements:,} elements are NaN computed from memory "
-                     f"{margins_in_words(margins) or 'outside a buffer'} (a poisoned margin): an index reads out of bounds")
+        where = margins_in_words(margins) or "outside a buffer"
+        parts.append(f"{out_of_bounds:,} of {elements:,} elements are NaN computed from memory {where} "
+                     "(a poisoned margin): an index reads out of bounds")
     if before_written:
         parts.append(f"{before_written:,} of {elements:,} elements are NaN computed from the poison {name} starts "
                      "with: the kernel reads an output before writing it")

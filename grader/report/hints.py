@@ -60,8 +60,10 @@ def case_hints(case: CaseResult) -> list[str]:
                      "like i < N - 1 where i < N is meant.")
     elif unwritten:
         first = case.first_mismatch
-        where = f" (the first at {index_in_words(first.buffer, first.index, first.axes) if first.axes else first.index})" \
-            if first is not None and _first_is_unwritten(case) else ""
+        where = ""
+        if first is not None and _first_is_unwritten(case):
+            at = index_in_words(first.buffer, first.index, first.axes) if first.axes else first.index
+            where = f" (the first at {at})"
         hints.append(f"{unwritten:,} of {elements:,} output elements were never written{where}: a loop bound "
                      "that stops one short (< N-1), or a tail that no tile covers.")
     if case.transposed:
