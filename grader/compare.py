@@ -1,8 +1,10 @@
 """Compare a kernel's outputs with gold, element by element, and explain the verdict.
 
 An element passes iff |y - g| <= atol + rtol * |g|. NaN or Inf in y fails unless gold holds the
-same there; NaN in gold is never a wildcard. Elements that still hold the harness's NaN poison are
-named "never written".
+same there; NaN in gold is never a wildcard. Elements that still hold the harness's poison, as it was set, are
+named "never written"; a NaN computed from the poison (an output read before it was written) or from a margin's
+(memory just outside a buffer) is named by what it was computed from (`grader.boundary.protocol` says how the
+payloads tell them apart, and where they cannot).
 
 Every figure is computed in float64, one block of elements at a time: a block's temporaries stay
 in a core's cache (whole-array float64 temporaries cost more in page faults than in arithmetic),
@@ -14,18 +16,22 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
-from grader.boundary.protocol import POISON_BITS
+from grader.boundary.protocol import MARGIN_POSITIONS, MARGIN_TAG, MARGIN_TAG_MASK, OUTPUT_PAYLOAD, POISON_BITS
 from grader.spec import Tolerance
 
 BLOCK = 1 << 17  # elements: a block's float64 temporaries (1 MiB each) stay in a core's cache
 T = TypeVar("T")
+
+
+# What a NaN element was found to hold, where it is the harness's poison or was computed from one.
+NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS = "never_written", "read_before_written", "read_out_of_bounds"
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,16 @@ class Mismatch:
     index: tuple[int, ...]
     expected: float
     got: float
+    poison: str | None = None  # NEVER_WRITTEN, READ_BEFORE_WRITTEN or READ_OUT_OF_BOUNDS; None: a value it computed
+    axes: tuple[str | None, ...] = ()  # the index's axes as the spec's shape names them (`named_axes`); (): unknown
+
+
+@dataclass(frozen=True)
+class MarginRead:
+    """A margin some output's NaN was computed from: memory just before or just past a buffer."""
+
+    buffer: str | None  # None: a position the call's pointer parameters do not name
+    after: bool  # past its end; else before its start
 
 
 @dataclass(frozen=True)
@@ -51,15 +67,27 @@ class Verdict:
     first_mismatch: Mismatch | None
     message: str
     # Figures that let a report recognise a failure's pattern (None where not measured):
-    nonfinite: int | None = None  # NaN/Inf the kernel computed where gold is finite (poison excluded)
+    nonfinite: int | None = None  # NaN/Inf the kernel computed where gold is finite, from no poison it can name
+    # NaN computed from an output's poison (read before it was written) and from a margin's (read out of bounds).
+    read_before_written: int | None = None
+    read_out_of_bounds: int | None = None
+    margins_read: tuple[MarginRead, ...] = ()
     zeros: int | None = None  # elements exactly 0 where gold is not
     transposed: bool | None = None  # the output matches gold written in the other (row/column) order
     row_shift: int | None = None  # +1/-1: the output matches gold moved down/up by one row
 
 
-def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], tolerance: Tolerance) -> Verdict:
-    """Compare every graded buffer; the verdict passes only if all of them do."""
-    verdicts = [_compare_buffer(name, outputs.get(name), gold[name], tolerance) for name in sorted(gold)]
+def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], tolerance: Tolerance,
+            pointers: Sequence[str] = (),
+            axes: Mapping[str, Sequence[tuple[str | None, int]]] | None = None) -> Verdict:
+    """Compare every graded buffer; the verdict passes only if all of them do.
+
+    pointers: the call's pointer parameters in the signature's order, which a margin's poison names by position.
+    axes: by buffer, its axes as its shape names them (`grader.spec.shapes.named_axes`): an index is reported along
+    them ("O[N=5, d=3]"); a buffer without them, along its array's shape.
+    """
+    verdicts = [_compare_buffer(name, outputs.get(name), gold[name], tolerance, tuple(pointers),
+                                tuple((axes or {}).get(name, ()))) for name in sorted(gold)]
     failed = [v for v in verdicts if not v.passed]
     first = next((v.first_mismatch for v in failed if v.first_mismatch), None)
     return Verdict(
@@ -74,6 +102,9 @@ def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], toleran
         first_mismatch=first,
         message="; ".join(v.message for v in failed) if failed else _passed_message(verdicts),
         nonfinite=_total(v.nonfinite for v in verdicts),
+        read_before_written=_total(v.read_before_written for v in verdicts),
+        read_out_of_bounds=_total(v.read_out_of_bounds for v in verdicts),
+        margins_read=tuple(dict.fromkeys(m for v in verdicts for m in v.margins_read)),
         zeros=_total(v.zeros for v in verdicts),
         transposed=all(v.transposed for v in failed) if failed and all(v.transposed is not None for v in failed) else None,
         row_shift=failed[0].row_shift if failed and len({v.row_shift for v in failed}) == 1 else None,
@@ -90,7 +121,8 @@ def _passed_message(verdicts: list[Verdict]) -> str:
     return f"all {sum(v.elements for v in verdicts):,} elements within tolerance (max abs err {worst.max_abs_err:.3g})"
 
 
-def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tolerance: Tolerance) -> Verdict:
+def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tolerance: Tolerance,
+                    pointers: tuple[str, ...], axes: tuple[tuple[str | None, int], ...]) -> Verdict:
     elements = int(gold.size)
     if output is None:
         return Verdict(False, float("inf"), float("inf"), float("inf"), float("inf"), elements, elements, elements,
@@ -119,18 +151,29 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
     # np.max, not max(): a NaN ratio (0 / 0 where atol = 0) must come out as NaN, whichever block holds it.
     used = float(np.max([b.used for b in blocks], initial=0.0)) if everything_comparable else float("inf")
     computed_nonfinite = sum(b.nonfinite for b in blocks) if mismatches else 0
+    before_written = sum(b.read_before_written for b in blocks)
+    out_of_bounds = sum(b.read_out_of_bounds for b in blocks)
+    margins = tuple(_margin_read(code, pointers) for code in sorted(set().union(*(b.margins for b in blocks))))
+    # Indices along the spec's named axes where they lay the buffer out (their extents multiply to its size).
+    along_axes = bool(axes) and math.prod(e for _, e in axes) == elements
+    extents = tuple(e for _, e in axes) if along_axes else gold.shape
+    names = tuple(a for a, _ in axes) if along_axes else ()
     first = None
     if mismatches:
         flat = next(b.first_mismatch for b in blocks if b.first_mismatch is not None)
-        index = tuple(int(i) for i in np.unravel_index(flat, gold.shape))
-        first = Mismatch(name, index, float(np.float64(gold[index])), float(np.float64(output[index])))
+        with np.errstate(invalid="ignore"):  # widening a signalling NaN raises the invalid flag
+            got = float(np.float64(y[flat]))
+        first = Mismatch(name, tuple(int(i) for i in np.unravel_index(flat, extents)), float(np.float64(g[flat])), got,
+                         _poison_of(y[flat:flat + 1]), names)
     first_unwritten = next((b.first_unwritten for b in blocks if b.first_unwritten is not None), None)
-    where_unwritten = [] if first_unwritten is None else [int(i) for i in np.unravel_index(first_unwritten, gold.shape)]
+    where_unwritten = "" if first_unwritten is None else \
+        index_in_words(name, [int(i) for i in np.unravel_index(first_unwritten, extents)], names)
     message = _explain(name, mismatches, elements, unwritten_count, computed_nonfinite, first, tolerance, max_abs,
-                       where_unwritten)
+                       where_unwritten, before_written, out_of_bounds, margins)
     patterns = _patterns(output, gold, tolerance, computed_nonfinite) if mismatches else {}
     return Verdict(mismatches == 0, max_abs, max_rel, rel_l2, used, mismatches, elements, unwritten_count, first,
-                   message, **patterns)
+                   message, read_before_written=before_written, read_out_of_bounds=out_of_bounds,
+                   margins_read=margins, **patterns)
 
 
 @dataclass(frozen=True)
@@ -139,7 +182,10 @@ class _Block:
 
     mismatches: int
     unwritten: int
-    nonfinite: int  # NaN/Inf computed where gold is finite, poison excluded
+    nonfinite: int  # NaN/Inf computed where gold is finite, from no poison it can name
+    read_before_written: int  # NaN computed from an output's poison
+    read_out_of_bounds: int  # NaN computed from a margin's poison
+    margins: frozenset[int]  # the margins those came from (`_MarginCodes`)
     comparable: bool  # every element of y and of gold is finite
     max_abs: float  # over the comparable elements
     max_rel: float  # over the comparable elements where |g| > atol
@@ -184,10 +230,13 @@ def _compare_block(y: np.ndarray, g: np.ndarray, start: int, tolerance: Toleranc
             kept_gold, kept_error = g[comparable], difference[comparable]
             gold_squares, error_squares = _squares(kept_gold), _squares(kept_error)
             used = float("inf")
-        nonfinite = int(np.count_nonzero(~np.isfinite(y) & finite_gold & ~unwritten))
+        computed = ~np.isfinite(y) & ~passed & ~unwritten
+        from_output, from_margin, codes = _poison_sources(y, computed)
+        nonfinite = int(np.count_nonzero(computed & finite_gold & ~from_output & ~from_margin))
     unwritten_count = int(np.count_nonzero(unwritten))
-    return _Block(mismatches, unwritten_count, nonfinite, everything_comparable, max_abs, max_rel, used, gold_squares,
-                  error_squares, start + int(np.argmin(passed)) if mismatches else None,
+    return _Block(mismatches, unwritten_count, nonfinite, int(np.count_nonzero(from_output)),
+                  int(np.count_nonzero(from_margin)), codes, everything_comparable, max_abs, max_rel, used,
+                  gold_squares, error_squares, start + int(np.argmin(passed)) if mismatches else None,
                   start + int(np.argmax(unwritten)) if unwritten_count else None)
 
 
@@ -206,8 +255,70 @@ def _finite_block(difference: np.ndarray, magnitude: np.ndarray, allowed: np.nda
     # Relative errors where |g| > atol; zero elsewhere, which the max over these non-negative values ignores.
     np.divide(difference, magnitude, out=ratio)
     np.copyto(ratio, 0.0, where=magnitude <= tolerance.atol)
-    return _Block(mismatches, 0, 0, True, largest, float(ratio.max()), used, _squares(g), _squares(difference), first,
+    return _Block(mismatches, 0, 0, 0, 0, frozenset(), True, largest, float(ratio.max()), used, _squares(g),
+                  _squares(difference), first,
                   None)
+
+
+# By float width: the NaN exponent, the shift of a float32 payload into it (`grader.boundary.protocol`), and the mask of
+# the bits a shifted payload never holds (a NaN with any of them set was made by something else).
+_PAYLOAD_LAYOUT = {4: (0x7F800000, 0, 0), 8: (0x7FF0000000000000, 29, (1 << 29) - 1)}
+_PAYLOAD_MASK = (1 << 22) - 1
+
+
+def _payloads(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each element's float32-sized NaN payload (the quiet bit and the sign ignored), and where it is a NaN that
+    carries one of ours' layout. Integers: none."""
+    if y.dtype.kind != "f" or y.dtype.itemsize not in _PAYLOAD_LAYOUT:
+        return np.zeros(y.shape, np.int64), np.zeros(y.shape, bool)
+    exponent, shift, low = _PAYLOAD_LAYOUT[y.dtype.itemsize]
+    raw = y.view(f"u{y.dtype.itemsize}")
+    body = raw & raw.dtype.type(exponent | ((1 << (22 + shift + 1)) - 1))  # no sign
+    ours = (body > exponent) & ((body & raw.dtype.type(low)) == 0) if low else body > exponent
+    return ((body >> raw.dtype.type(shift)) & raw.dtype.type(_PAYLOAD_MASK)).astype(np.int64), ours
+
+
+def _poison_sources(y: np.ndarray, computed: np.ndarray) -> tuple[np.ndarray, np.ndarray, frozenset[int]]:
+    """Of the `computed` elements (non-finite, not the poison as set): those computed from an output's poison, those
+    from a margin's, and the margins' codes (position << 1 | after)."""
+    payload, ours = _payloads(y)
+    ours &= computed
+    from_output = ours & (payload == OUTPUT_PAYLOAD)
+    from_margin = ours & ((payload & MARGIN_TAG_MASK) == MARGIN_TAG)
+    codes = frozenset(int(c) for c in np.unique(payload[from_margin] & (2 * MARGIN_POSITIONS - 1))) \
+        if from_margin.any() else frozenset()
+    return from_output, from_margin, codes
+
+
+def _poison_of(element: np.ndarray) -> str | None:
+    """What one element's NaN was found to be: the poison as set, computed from an output's or a margin's, or none."""
+    unsigned, bits = POISON_BITS.get(element.dtype.name, (None, None))
+    if unsigned is not None and int(element.view(unsigned)[0]) == bits:
+        return NEVER_WRITTEN
+    from_output, from_margin, _ = _poison_sources(element, np.ones(1, bool))
+    return READ_BEFORE_WRITTEN if from_output[0] else READ_OUT_OF_BOUNDS if from_margin[0] else None
+
+
+def _margin_read(code: int, pointers: tuple[str, ...]) -> MarginRead:
+    position = code >> 1
+    return MarginRead(pointers[position] if position < len(pointers) else None, bool(code & 1))
+
+
+def index_in_words(buffer: str, index: Sequence[int], axes: Sequence[str | None]) -> str:
+    """ "O[N=5, d=3]" along named axes ("tokens[batch=1, 7]" where one is not named); "[5, 3]" without them."""
+    if not axes:
+        return str(list(index))
+    return f"{buffer}[{', '.join(f'{a}={i}' if a else str(i) for a, i in zip(axes, index))}]"
+
+
+def margins_in_words(margins: Sequence[MarginRead]) -> str:
+    """ "past the end of K and V, before the start of Q": the margins, past ends first."""
+    parts = []
+    for after, words in ((True, "past the end of"), (False, "before the start of")):
+        names = [m.buffer or "a buffer" for m in margins if m.after == after]
+        if names:
+            parts.append(f"{words} {' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}")
+    return ", ".join(parts)
 
 
 def _squares(x: np.ndarray) -> float:
@@ -271,7 +382,8 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, nonfinite: int, first: Mismatch | None,
-             tolerance: Tolerance, max_abs: float, where_unwritten: list[int]) -> str:
+             tolerance: Tolerance, max_abs: float, where_unwritten: str, before_written: int = 0,
+             out_of_bounds: int = 0, margins: Sequence[MarginRead] = ()) -> str:
     if mismatches == 0:
         return f"{name}: all {elements:,} elements within tolerance"
     if unwritten_count == elements:
@@ -279,12 +391,20 @@ def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, no
     parts = []
     if unwritten_count:
         parts.append(f"{unwritten_count:,} of {elements:,} elements never written (first at {where_unwritten})")
+    if out_of_bounds:
+        where = margins_in_words(margins) or "outside a buffer"
+        parts.append(f"{out_of_bounds:,} of {elements:,} elements are NaN computed from memory {where} "
+                     "(a poisoned margin): an index reads out of bounds")
+    if before_written:
+        parts.append(f"{before_written:,} of {elements:,} elements are NaN computed from the poison {name} starts "
+                     "with: the kernel reads an output before writing it")
     if nonfinite:
         parts.append(f"{nonfinite:,} of {elements:,} elements are NaN or Inf where the expected value is finite")
-    wrong = mismatches - unwritten_count - nonfinite
+    wrong = mismatches - unwritten_count - nonfinite - before_written - out_of_bounds
     if wrong > 0:
         parts.append(f"{wrong:,} of {elements:,} elements outside tolerance (atol={tolerance.atol:g}, "
                      f"rtol={tolerance.rtol:g}; max abs err {max_abs:.3g})")
     if first is not None:
-        parts.append(f"first mismatch at {list(first.index)}: expected {first.expected:.6g}, got {first.got:.6g}")
+        parts.append(f"first mismatch at {index_in_words(first.buffer, first.index, first.axes)}: "
+                     f"expected {first.expected:.6g}, got {first.got:.6g}")
     return f"{name}: " + "; ".join(parts)

@@ -33,6 +33,7 @@ from grader.scoring import apply_credit_rules, case_result, score_kernel, score_
 from grader.sources import VariantSources, gather_sources
 from grader.spec import Assignment, Case, Kernel
 from grader.spec.model import max_score_of
+from grader.spec.shapes import named_axes
 from grader.status import BuildStatus, CallStatus
 from grader.targets import target_of
 from grader.threadsafe import load_npy
@@ -229,7 +230,8 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         if outcome is None or outcome.status != CallStatus.OK or outcome.output_dir is None:
             return None, {}, {}
         produced, expected = _load_outputs(outcome.output_dir, kernel), gold[(kernel.name, case.name)]
-        return (compare(produced, expected, kernel.tolerance_for(case)),
+        axes = {b.name: named_axes(b, case.params) for b in kernel.buffers_with("output")}
+        return (compare(produced, expected, kernel.tolerance_for(case), pointers_of(kernel), axes),
                 reported_values(kernel, produced), reported_values(kernel, expected))
 
     # A few cases at once: one case's outputs are read from disk while another's are compared (each
@@ -330,8 +332,14 @@ def _now() -> str:
 
 def reported_values(kernel: Kernel, produced: dict[str, np.ndarray]) -> dict[str, list[float | None]]:
     """The values of the outputs the spec marks `report`, as the result keeps them (None where not finite: JSON)."""
-    return {b.name: [float(v) if math.isfinite(v) else None for v in produced[b.name].astype(np.float64).ravel()]
-            for b in kernel.buffers_with("output") if b.report and b.name in produced}
+    with np.errstate(invalid="ignore"):  # widening the poison (a signalling NaN) raises the invalid flag
+        return {b.name: [float(v) if math.isfinite(v) else None for v in produced[b.name].astype(np.float64).ravel()]
+                for b in kernel.buffers_with("output") if b.report and b.name in produced}
+
+
+def pointers_of(kernel: Kernel) -> tuple[str, ...]:
+    """The kernel's pointer parameters in the signature's order: the positions its margins' poison names."""
+    return tuple(p.name for p in kernel.signature.parameters if p.pointer)
 
 
 def _load_outputs(folder: Path, kernel: Kernel) -> dict[str, np.ndarray]:

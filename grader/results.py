@@ -34,6 +34,19 @@ class Mismatch:
     index: list[int]
     expected: float | None
     got: float | None
+    # Where got is the harness's poison or a NaN computed from one: "never_written", "read_before_written" or
+    # "read_out_of_bounds" (grader.compare); None: a value the kernel computed.
+    poison: str | None = None
+    # The index's axes as the buffer's shape names them ("N", "d"; None: an axis it does not name); [] where unknown.
+    axes: list[str | None] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MarginRead:
+    """A margin an output's NaN was computed from: memory just before a buffer (after=False) or just past it."""
+
+    buffer: str | None  # None: a buffer the result cannot name
+    after: bool
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,9 @@ class CaseResult:
     device_ms: float | None = None
     # The failure's pattern, for the reports' hints (see compare.Verdict); None where not measured.
     nonfinite: int | None = None
+    read_before_written: int | None = None  # NaN computed from an output's poison: read before it was written
+    read_out_of_bounds: int | None = None  # NaN computed from a margin's poison: read outside a buffer
+    margins_read: list[MarginRead] = field(default_factory=list)  # those margins
     zeros: int | None = None
     transposed: bool | None = None
     row_shift: int | None = None
@@ -96,6 +112,8 @@ class CaseResult:
         object.__setattr__(self, "status", CaseStatus(self.status))  # loaded JSON and callers may pass the string
         object.__setattr__(self, "scratch_written", [w if isinstance(w, ScratchWritten) else ScratchWritten(**w)
                                                      for w in self.scratch_written])
+        object.__setattr__(self, "margins_read", [m if isinstance(m, MarginRead) else MarginRead(**m)
+                                                  for m in self.margins_read])
 
 
 @dataclass(frozen=True)

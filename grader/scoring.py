@@ -15,8 +15,8 @@ import dataclasses
 from grader.build import Artifact
 from grader.compare import Verdict
 from grader.evidence import TILE_EVIDENCE, LibraryEvidence, tile_shortfall_words, tile_shortfalls
-from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, GroupResult, KernelResult, Mismatch,
-                            ScratchWritten, VariantResult)
+from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, GroupResult, KernelResult, MarginRead,
+                            Mismatch, ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
 from grader.sandbox import size_in_words
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
@@ -59,9 +59,12 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         message=message, max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
         rel_l2_err=verdict.rel_l2_err, tolerance_used=verdict.tolerance_used, mismatches=verdict.mismatches, elements=verdict.elements,
         never_written=verdict.never_written,
-        first_mismatch=Mismatch(first.buffer, list(first.index), first.expected, first.got) if first else None,
+        first_mismatch=Mismatch(first.buffer, list(first.index), first.expected, first.got, first.poison,
+                                list(first.axes)) if first else None,
         wall_ms=outcome.wall_ms, device_ms=outcome.device_ms,
-        nonfinite=verdict.nonfinite, zeros=verdict.zeros, transposed=verdict.transposed, row_shift=verdict.row_shift,
+        nonfinite=verdict.nonfinite, read_before_written=verdict.read_before_written,
+        read_out_of_bounds=verdict.read_out_of_bounds,
+        margins_read=[MarginRead(m.buffer, m.after) for m in verdict.margins_read], zeros=verdict.zeros, transposed=verdict.transposed, row_shift=verdict.row_shift,
         params=_sizes(case), out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
         signal=outcome.signal, scratch_written=[ScratchWritten(w.buffer, w.written, w.elements) for w in outcome.written],
         peak_extra_bytes=None if outcome.peak_extra_bytes is None else int(outcome.peak_extra_bytes),

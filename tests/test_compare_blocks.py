@@ -34,7 +34,10 @@ def assert_same_verdict(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarr
     new = dataclasses.asdict(compare(outputs, gold, tolerance))
     with np.errstate(all="ignore"):  # the oracle's warnings (overflow in its norms) are not the compare's
         old = dataclasses.asdict(whole_array_compare.compare(outputs, gold, tolerance))
-    assert new.keys() == old.keys()
+    # The figures the oracle has (later fields, what a NaN was computed from, are tests/test_poison.py's).
+    assert old.keys() <= new.keys()
+    if new["first_mismatch"] is not None:
+        new["first_mismatch"] = {k: new["first_mismatch"][k] for k in old["first_mismatch"]}
     for field, expected in old.items():
         got = new[field]
         if field == "rel_l2_err" and math.isfinite(expected) and math.isfinite(got):
@@ -193,7 +196,8 @@ def test_compares_from_many_threads_at_once_are_each_right(monkeypatch: pytest.M
     rng = np.random.default_rng(11)
     tolerance = Tolerance(atol=1e-3, rtol=1e-2)
     work = [adversarial(rng, (7, 300), "float32", tolerance) for _ in range(8)]
-    expected = [whole_array_compare.compare({"out": o}, {"out": g}, tolerance).mismatches for o, g in work]
+    with np.errstate(all="ignore"):  # the oracle widens the poison (a signalling NaN): not the compare's warning
+        expected = [whole_array_compare.compare({"out": o}, {"out": g}, tolerance).mismatches for o, g in work]
     got: dict[int, int] = {}
 
     def grade(i: int) -> None:

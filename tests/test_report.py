@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
 import shutil
@@ -10,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from grader.cli import main
 from grader.compare import compare
-from grader.report import html, markdown
+from grader.report import html, markdown, terminal
 from grader.report.hints import case_hints, kernel_hints
-from grader.results import CaseResult, Environment, KernelResult, Mismatch, Result, Submission
+from grader.results import CaseResult, Environment, KernelResult, MarginRead, Mismatch, Result, Submission
 from grader.spec import Tolerance, load_assignment
 
 from report_fixtures import class_results  # noqa: F401  (a fixture)
@@ -80,8 +82,12 @@ def failed_case(**figures) -> CaseResult:
     (dict(row_shift=-1), "moved up by one row"),
     (dict(nonfinite=3), "division by zero"),
     (dict(zeros=24), "exactly 0"),
-    (dict(never_written=4, mismatches=4, first_mismatch=Mismatch("O", [5, 0], 1.0, None)), "last row (row 5)"),
-], ids=["never-written", "transposed", "row-down", "row-up", "nan", "zeros", "last-row"])
+    (dict(never_written=4, mismatches=4, first_mismatch=Mismatch("O", [5, 0], 1.0, None, "never_written")),
+     "last row (row 5)"),
+    (dict(read_out_of_bounds=24, margins_read=[MarginRead("K", True)]), "memory past the end of K"),
+    (dict(read_before_written=24), "reads an output before writing it"),
+], ids=["never-written", "transposed", "row-down", "row-up", "nan", "zeros", "last-row", "read-past-k",
+        "read-before-written"])
 def test_each_recognisable_pattern_gets_its_hint(figures: dict, words: str) -> None:
     hints = case_hints(failed_case(**figures))
     assert any(words in h for h in hints), hints
@@ -121,7 +127,8 @@ def test_html_report_explains_a_never_written_last_row(class_results: dict[str, 
     page = html.render(class_results["chen"])
     assert "2 / 3" in page
     assert "Only the last row (row 36) was never written" in page
-    assert "index <code>[36, 0]</code>" in page and "never written (NaN poison)" in page
+    # The index along the axes the spec's shape names ("N, d"), and the poison named for what it is.
+    assert "at <code>O[N=36, d=0]</code>" in page and "got <code>never written</code>" in page
     assert "N=37, d=24" in page  # the case's sizes
 
 
@@ -256,3 +263,25 @@ def test_tolerance_used_reads_as_a_multiple_and_a_wild_answer_as_over_a_thousand
     assert tolerance_used(0.31) == "0.31x" and tolerance_used(4.2) == "4.2x"
     assert tolerance_used(2.09e8) == "over 1000x" and tolerance_used(2.24e31) == "over 1000x"
     assert tolerance_used(None) == "–" and tolerance_used(float("nan")) == "–"
+
+
+def test_a_message_many_cases_share_is_said_once_with_the_cases_it_applies_to(class_results: dict[str, Result]) -> None:
+    # A kernel whose module fails to import: every case raises the same error, one case fails otherwise.
+    result = class_results["emil"]
+    flash = kernel(result, "flash_attention")
+    error = "ModuleNotFoundError: No module named 'inference' (while importing model.py)"
+    cases = [dataclasses.replace(c, status="crashed", passed=False, message=error) for c in flash.cases[:-1]]
+    cases.append(dataclasses.replace(flash.cases[-1], status="failed", passed=False, message="O: 3 of 8 wrong"))
+    broken = dataclasses.replace(flash, status="crashed", score=0.0, cases=cases)
+    result = dataclasses.replace(result, kernels=[broken if k is flash else k for k in result.kernels])
+    names = [c.name for c in cases[:-1]]
+    page, text = html.render(result), markdown.render(result)
+    console = Console(file=io.StringIO(), width=100)
+    terminal.render(result, console)
+    printed = " ".join(console.file.getvalue().split())
+    for output in (page.replace("&#39;", "'"), text, printed):
+        assert output.count(error) == 1 and output.count("O: 3 of 8 wrong") == 1
+    listed = ", ".join(c.name + ("" if c.public else " [hidden]") for c in cases[:-1])
+    assert f"{len(names)} cases ({listed}): crashed: {error}" in printed
+    assert f"**{len(names)} cases** ({', '.join(f'`{n}`' for n in names)}): {error}" in text
+    assert f"{cases[-1].name} (" in printed  # a case alone keeps its sizes

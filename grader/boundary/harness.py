@@ -33,7 +33,7 @@ import numpy as np
 
 from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_BYTES, POISON_BITS, BufferArgument,
                                       Ended, EndStatus, Event, Plan, PlannedCall, Ready, Written, event_line,
-                                      network_seen)
+                                      margin_bits, network_seen)
 
 if TYPE_CHECKING:
     from grader.boundary.device import Completion, Device
@@ -108,7 +108,7 @@ class Buffer:
     allocation: Any  # on the target's device (device memory for CUDA, a NumPy array for C++)
     size: int  # elements the kernel is given
     margin: int  # elements in each margin
-    poison: int  # the margins' bit pattern
+    poison: tuple[int, int]  # the margins' bit patterns, before and after (`protocol.margin_bits`)
     before: int | None = None  # an input the kernel must not change: the digest of its elements before the call
     fill: int | None = None  # the bit pattern every element of it started as (poison, or zeros); None: not one pattern
 
@@ -116,8 +116,8 @@ class Buffer:
         """How many elements before and after the buffer were written, in words ("" if none)."""
         if not self.margin:
             return ""
-        before, beyond = (int((_bits(device.read(self.allocation, start, self.margin)) != self.poison).sum())
-                          for start in (0, self.margin + self.size))
+        before, beyond = (int((_bits(device.read(self.allocation, start, self.margin)) != bits).sum())
+                          for start, bits in zip((0, self.margin + self.size), self.poison))
         parts = ([f"{before} element(s) before the start of {self.name}"] if before else []) + \
                 ([f"{beyond} element(s) past the end of {self.name}"] if beyond else [])
         return " and ".join(parts)
@@ -143,8 +143,9 @@ def _bits(array: np.ndarray) -> np.ndarray:
     return array.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[array.dtype.itemsize])
 
 
-def allocate(device: Device, argument: BufferArgument, inputs_dir: Path, sanitizer: bool) -> Buffer:
-    """Allocate one buffer with its margins: inputs filled from their file, everything else poisoned.
+def allocate(device: Device, argument: BufferArgument, inputs_dir: Path, sanitizer: bool, position: int = 0) -> Buffer:
+    """Allocate one buffer with its margins: inputs filled from their file, everything else poisoned. `position`:
+    the buffer's among the call's pointer parameters, which its margins' payload names (`protocol.margin_bits`).
 
     Poison and zeros are set on the device (a memset); only an input's own data crosses from the
     host, straight from its file's pages; an input the kernel must not change is digested where it
@@ -154,7 +155,11 @@ def allocate(device: Device, argument: BufferArgument, inputs_dir: Path, sanitiz
     dtype = np.dtype(argument.dtype)
     margin = 0 if sanitizer else MARGIN_BYTES // dtype.itemsize
     allocation = device.allocate(argument.allocate + 2 * margin, dtype)
-    device.fill(allocation, 0, argument.allocate + 2 * margin, bits)
+    # The margins hold their own payloads, so that a NaN computed from memory past a buffer's end says so.
+    edges = (margin_bits(argument.dtype, position, False), margin_bits(argument.dtype, position, True))
+    device.fill(allocation, 0, margin, edges[0])
+    device.fill(allocation, margin, argument.allocate, bits)
+    device.fill(allocation, margin + argument.allocate, margin, edges[1])
     if argument.role == "input":
         device.write(allocation, margin, np.load(inputs_dir / f"{argument.name}.npy", mmap_mode="r").ravel())
     elif argument.role == "scratch" and argument.init == "zeros":
@@ -166,7 +171,7 @@ def allocate(device: Device, argument: BufferArgument, inputs_dir: Path, sanitiz
     # What the inside holds now, where it is one pattern: outputs and poisoned scratch the poison, zeroed scratch 0.
     fill = 0 if argument.role == "scratch" and argument.init == "zeros" else \
         bits if argument.role == "output" or (argument.role == "scratch" and argument.init == "poison") else None
-    buffer = Buffer(argument.name, allocation, argument.allocate, margin, bits, fill=fill)
+    buffer = Buffer(argument.name, allocation, argument.allocate, margin, edges, fill=fill)
     if argument.role == "input" and not argument.mutable:
         buffer.before = device.digest(allocation, margin, argument.allocate)
     return buffer
@@ -188,8 +193,9 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
     if library is None:
         library = libraries[call.library] = load_library(device, call.library, progress, index)
     # Only `buffers` holds them: each is freed when its outputs are read back (before the memory check).
-    buffers = {a.name: allocate(device, a, Path(call.inputs_dir), plan.sanitizer)
-               for a in call.arguments if isinstance(a, BufferArgument) and not a.null}
+    pointers = [a for a in call.arguments if isinstance(a, BufferArgument)]
+    buffers = {a.name: allocate(device, a, Path(call.inputs_dir), plan.sanitizer, position)
+               for position, a in enumerate(pointers) if not a.null}
     arguments = [(a, buffers.get(a.name)) for a in call.arguments]
     if any(isinstance(a, BufferArgument) and a.count_written for a in call.arguments):
         with MemorySampler(device) as sampler:

@@ -29,10 +29,40 @@ if TYPE_CHECKING:
 # The C types a host signature may use, and the NumPy dtype each one carries (its ctypes type is c_<name>).
 SCALAR_DTYPES = {"int": "int32", "float": "float32", "double": "float64", "long": "int64"}
 
-# Quiet NaNs with a payload no arithmetic produces: an element that still holds it was never written.
-# By dtype: the unsigned integer type of the same width, and the bit pattern.
-POISON_BITS = {"float32": ("uint32", 0x7FC0DEAD), "float64": ("uint64", 0x7FF8DEADDEADDEAD),
-               "int32": ("uint32", 0x7FC0DEAD), "int64": ("uint64", 0x7FF8DEADDEADDEAD)}
+# The poison: signalling NaNs whose payloads say where they were set. A copy keeps a signalling NaN as it is, while
+# arithmetic on one (x86 SSE, ARM, NumPy) returns it quieted with its payload kept; neither produces these payloads
+# from finite inputs. So an element of an output that still holds its poison exactly was never written (or was
+# written with a copy of its own poison, which no bits can tell apart), one that holds the poison quieted (or
+# negated) was computed from an output read before it was written, and one that holds a margin's payload was
+# computed from memory just outside a buffer. A GPU's arithmetic returns its one canonical NaN instead (0x7FFFFFFF):
+# there a NaN computed from poison is told apart as computed, not by what it was computed from.
+# Payloads are float32's 22 bits below the quiet bit; a float64 holds the same payload shifted up by 29 bits, where
+# converting a float32 NaN to float64 puts it (and converting back takes it), so that both widths decode alike.
+OUTPUT_PAYLOAD = 0x00DEAD  # outputs, poisoned scratch, and mutable inputs past what their data fills
+MARGIN_TAG, MARGIN_TAG_MASK = 0x2D0000, 0x3F0000  # margins: the tag, then the buffer's position << 1, then the side
+MARGIN_POSITIONS = 1 << 15  # positions a margin's payload can name (pointer parameters, in the signature's order)
+_WIDTHS = {4: (0x7F800000, 1 << 22, 0, "uint32"), 8: (0x7FF0000000000000, 1 << 51, 29, "uint64")}
+
+
+def nan_bits(itemsize: int, payload: int, quiet: bool = False) -> int:
+    """The NaN of a float of `itemsize` bytes that carries `payload` (22 bits), signalling unless `quiet`."""
+    exponent, quiet_bit, shift, _ = _WIDTHS[itemsize]
+    return exponent | (quiet_bit if quiet else 0) | (payload << shift)
+
+
+def margin_payload(position: int, after: bool) -> int:
+    """The payload of the margin before (or `after`) the buffer of the `position`-th pointer parameter."""
+    return MARGIN_TAG | (position % MARGIN_POSITIONS) << 1 | int(after)
+
+
+def margin_bits(dtype: str, position: int, after: bool) -> int:
+    """The bit pattern a margin of a buffer of `dtype` is filled with (integers share their width's float pattern)."""
+    return nan_bits(POISON_WIDTH[dtype], margin_payload(position, after))
+
+
+POISON_WIDTH = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+# By dtype: the unsigned integer type of the same width, and the outputs' bit pattern.
+POISON_BITS = {dtype: (_WIDTHS[width][3], nan_bits(width, OUTPUT_PAYLOAD)) for dtype, width in POISON_WIDTH.items()}
 MARGIN_BYTES = 1024  # poisoned margin on each side of a buffer; keeps the buffer 256-byte aligned
 
 EXIT_DEVICE_ERROR = 3  # the CUDA context is unusable after a sticky error: a fresh harness takes over

@@ -110,8 +110,11 @@ class InputSet:
 
     def __init__(self, device: Any, call: PlannedCall, sanitizer: bool) -> None:
         self.call = call
-        self.arguments = [a for a in call.arguments if isinstance(a, BufferArgument) and not a.null]
-        self.buffers = {a.name: allocate(device, a, Path(call.inputs_dir), sanitizer) for a in self.arguments}
+        pointers = [a for a in call.arguments if isinstance(a, BufferArgument)]
+        self.arguments = [a for a in pointers if not a.null]
+        # Each at its position among the pointer parameters, as a case's harness allocates it (its margins' payload).
+        self.buffers = {a.name: allocate(device, a, Path(call.inputs_dir), sanitizer, pointers.index(a))
+                        for a in self.arguments}
         self.pristine: dict[str, tuple[Any, int]] = {}
         for argument in self.arguments:
             if argument.role == "input":

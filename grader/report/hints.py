@@ -5,6 +5,7 @@ A hint names the pattern and where to look; it never guesses when the figures do
 
 from __future__ import annotations
 
+from grader.compare import NEVER_WRITTEN, MarginRead, index_in_words, margins_in_words
 from grader.results import CaseResult, KernelResult
 from grader.status import CaseStatus, KernelStatus
 
@@ -65,7 +66,11 @@ def case_hints(case: CaseResult) -> list[str]:
         hints.append(f"Only the last row (row {last_row}) was never written: a loop bound that stops one short, "
                      "like i < N - 1 where i < N is meant.")
     elif unwritten:
-        where = f" (the first at {case.first_mismatch.index})" if _first_is_unwritten(case) else ""
+        first = case.first_mismatch
+        where = ""
+        if first is not None and _first_is_unwritten(case):
+            at = index_in_words(first.buffer, first.index, first.axes) if first.axes else first.index
+            where = f" (the first at {at})"
         hints.append(f"{unwritten:,} of {elements:,} output elements were never written{where}: a loop bound "
                      "that stops one short (< N-1), or a tail that no tile covers.")
     if case.transposed:
@@ -75,6 +80,14 @@ def case_hints(case: CaseResult) -> list[str]:
         direction = "down" if case.row_shift > 0 else "up"
         hints.append(f"The output equals the expected result moved {direction} by one row: "
                      "an off-by-one in the row index.")
+    if case.read_out_of_bounds:
+        where = margins_in_words([MarginRead(m.buffer, m.after) for m in case.margins_read]) or "outside a buffer"
+        hints.append(f"It reads memory {where}, which the harness fills with NaN: an index reads out of bounds, "
+                     "such as a loop or a tile that runs past the last row (a partial last tile taken whole, a bound "
+                     "off by one), or a row index multiplied by the wrong stride.")
+    if case.read_before_written:
+        hints.append("It reads an output before writing it (accumulates into it, or rescales it, before setting it): "
+                     "outputs arrive holding NaN, not zeros. Set them, or a local accumulator, to 0 first.")
     if case.nonfinite:
         hints.append(f"{case.nonfinite:,} elements are NaN or Inf where the expected value is finite: "
                      "a division by zero (a sum or a count that is 0) or exp() of an unbounded score; "
@@ -127,8 +140,7 @@ def _sizes(cases: list[CaseResult]):
 
 
 def _first_is_unwritten(case: CaseResult) -> bool:
-    got = case.first_mismatch.got if case.first_mismatch else 0.0
-    return case.first_mismatch is not None and (got is None or got != got)  # NaN: still the poison
+    return case.first_mismatch is not None and case.first_mismatch.poison == NEVER_WRITTEN
 
 
 def _last_rows_unwritten(case: CaseResult) -> int | None:

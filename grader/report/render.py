@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
 from grader.report.hints import case_hints, kernel_hints
-from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Result, VariantResult
+from grader.compare import NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS, index_in_words
+from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Mismatch, Result, VariantResult
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("grader.report", "templates"), autoescape=autoescape,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
-    env.filters.update(num=number, ms=milliseconds, md=markdown_cell, sizes=sizes, used=tolerance_used)
+    env.filters.update(num=number, ms=milliseconds, md=markdown_cell, sizes=sizes, at=mismatch_at, got=mismatch_got,
+                       used=tolerance_used)
     # Templates compare statuses with the enums' members, never with spelled-out strings.
     env.globals.update(KernelStatus=KernelStatus, CaseStatus=CaseStatus, SubmissionStatus=SubmissionStatus,
                        Outcome=Outcome)
@@ -62,9 +64,59 @@ def sizes(case: CaseResult) -> str:
     return ", ".join(f"{k}={v}" for k, v in (case.params or {}).items())
 
 
+def mismatch_at(mismatch: Mismatch) -> str:
+    """Where a first mismatch is: "O[N=5, d=3]" along the axes the spec names, else "O[5, 3]"."""
+    return index_in_words(mismatch.buffer, mismatch.index, mismatch.axes) if mismatch.axes else \
+        f"{mismatch.buffer}{list(mismatch.index)}"
+
+
+# What a NaN that is the poison, or was computed from one, is called in a report's cell.
+POISON_WORDS = {NEVER_WRITTEN: "never written", READ_BEFORE_WRITTEN: "NaN (from the output read before it was written)",
+                READ_OUT_OF_BOUNDS: "NaN (from memory outside a buffer)"}
+
+
+def mismatch_got(mismatch: Mismatch) -> str:
+    """What a first mismatch holds: its value, or what its poison says."""
+    if mismatch.poison in POISON_WORDS:
+        return POISON_WORDS[mismatch.poison]
+    return "NaN" if mismatch.got is None or mismatch.got != mismatch.got else number(mismatch.got, 7)
+
+
 def markdown_cell(text: object) -> str:
     """Text safe inside a Markdown table cell: one line, pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Failed cases that share their words: one message and one set of hints, said once for all of them (an import
+    error every case raises is one paragraph, with the cases it cost)."""
+
+    cases: list[CaseResult]
+    hints: list[str]
+
+    @property
+    def case(self) -> CaseResult:
+        """The first of them: its status, message and first mismatch are every one's."""
+        return self.cases[0]
+
+    @property
+    def names(self) -> str:
+        """ "one-row, odd-sizes [hidden], square-tiles [hidden]" """
+        return ", ".join(c.name + ("" if c.public else " [hidden]") for c in self.cases)
+
+
+def failures(failed_cases: list[tuple[CaseResult, list[str]]]) -> list[Failure]:
+    """The failed cases grouped by what a report says of each (status, message, first mismatch, hints), in the order
+    their first case comes."""
+    groups: dict[tuple, Failure] = {}
+    for case, hints in failed_cases:
+        key = (case.status, case.message, repr(case.first_mismatch), tuple(hints))
+        if key in groups:
+            groups[key].cases.append(case)
+        else:
+            groups[key] = Failure([case], hints)
+    return list(groups.values())
 
 
 @dataclass(frozen=True)
@@ -72,6 +124,11 @@ class KernelView:
     kernel: KernelResult
     hints: list[str]
     failed_cases: list[tuple[CaseResult, list[str]]]
+
+    @property
+    def failures(self) -> list[Failure]:
+        """The failed cases, those a report says the same words of together (`failures`)."""
+        return failures(self.failed_cases)
 
     @property
     def sanitizer(self) -> list[str]:

@@ -146,15 +146,18 @@ def _print_details(console: Console, view: KernelView) -> None:
         # The compiler's message as it wrote it, line by line: file:line:column stays one piece.
         _line(console, Text(kernel.message.rstrip()))
         return
-    for case, hints in view.failed_cases:
-        where = f" ({sizes(case)})" if case.params else ""
-        hidden = "" if case.public else " [hidden]"
+    for failure in view.failures:
+        case = failure.case
+        if len(failure.cases) == 1:
+            where = f" ({sizes(case)})" if case.params else ""
+            hidden = "" if case.public else " [hidden]"
+            named = Text.assemble((case.name, "bold"), where, (hidden, "dim"))
+        else:  # one message for all of them, said once
+            named = Text.assemble((f"{len(failure.cases)} cases", "bold"), f" ({failure.names})")
         status = str(case.status).replace("_", " ")
         # "not run: not run: ...": a message that starts with its status says it once.
-        message = case.message.removeprefix(f"{status}: ")
-        _line(console, Text.assemble("  ", (case.name, "bold"), where, (hidden, "dim"), ": ", (status, "red"), ": ",
-                                     message))
-        for hint in hints:
+        _line(console, Text.assemble("  ", named, ": ", (status, "red"), ": ", case.message.removeprefix(f"{status}: ")))
+        for hint in failure.hints:
             _hint(console, hint, indent=HINT_INDENT)
 
 

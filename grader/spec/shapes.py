@@ -55,3 +55,22 @@ def allocation_of(buffer: Buffer, params: dict[str, Any]) -> int:
     """Elements to allocate: the shape's size, or the spec's larger `allocate` expression."""
     size = math.prod(shape_of(buffer, params))
     return max(size, evaluate(buffer.allocate, params)) if buffer.allocate else size
+
+
+def named_axes(buffer: Buffer, params: dict[str, Any]) -> tuple[tuple[str | None, int], ...]:
+    """The buffer's axes as its shape names them, an axis that is a product split into its factors, each factor with
+    the parameter that is its extent (None: one no single parameter is): "N, d" gives (("N", 37), ("d", 24)),
+    "batch * (prompt_len + new_tokens)" gives (("batch", 2), (None, 12)). Row-major, as the buffer is laid out."""
+    axes: list[tuple[str | None, int]] = []
+    for expression in buffer.shape:
+        for factor in _factors(_parsed(expression).body):
+            name = factor.id if isinstance(factor, ast.Name) else None
+            axes.append((name, evaluate(ast.unparse(factor), params)))
+    return tuple(axes)
+
+
+def _factors(node: ast.AST) -> list[ast.AST]:
+    """The terms of a product, left to right (a * b * c is (a * b) * c); any other expression is one term."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _factors(node.left) + _factors(node.right)
+    return [node]
