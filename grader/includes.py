@@ -4,7 +4,9 @@ A submission's folder holds every kernel's files, and a variant folder (gpt2-m2'
 of them. Hashing the whole folder gave each variant's copy of a kernel it leaves alone (req_0's encoder) a build of
 its own. The key leaves out only the files that are another kernel's sources (the spec names them) and that nothing
 compiled includes, by a literal `#include`, directly or through other files. Every other file counts, whatever its
-name: a student's `stdlib.h` may stand in for the system's through `-I.`.
+name: a student's `stdlib.h` may stand in for the system's through `-I.`. A file the sources stage took from beyond
+the build's folders for an include (`../cpu_kernels/x.h`, `included_from`) counts only where the compiled files
+reach it, as another kernel's source.
 
 Where a file could read another by any other means (an include through a macro, `#include_next`,
 `__has_include_next`, `#embed`, an assembler `.incbin`, a comment inside the directive), every file counts.
@@ -55,8 +57,8 @@ def included_from(files: dict[str, bytes], start: Iterable[str], others: Collect
     one by other means. `files`: all the build's.
 
     An include is looked for where the compiler looks, the first found: beside the including file, then from the
-    build's root (`-I.`): `kernels/attention.cuh`'s `"../kernels_op_9/softmax.cuh"` is `kernels_op_9/softmax.cuh`. `read`: a
-    file's bytes, None for one not to ship (too large, unreadable)."""
+    build's root (`-I.`): `kernels/attention.cuh`'s `"../kernels_op_9/softmax.cuh"` is `kernels_op_9/softmax.cuh`.
+    `read`: a file's bytes, None for one not to ship (too large, unreadable)."""
     outside = set(others)
     reached: list[str] = []
     pending = [(path, files[path]) for path in start]

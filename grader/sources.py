@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import fnmatch
+import functools
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, replace
@@ -166,7 +167,7 @@ def gather_sources(assignment: Assignment, root: Path, kernels: tuple[Kernel, ..
     provided = [SourceFile(relative, (assignment.template_dir / relative).read_bytes(), Origin.PROVIDED)
                 for relative in assignment.provided]
     trees: dict[Overlay | None, tuple[dict[str, SourceFile], str]] = {}
-    checkout = Checkout(root)
+    checkout = CheckoutFiles(root)
     importable = target_of(assignment).importable
     gathered = []
     for kernel in selected:
@@ -337,19 +338,16 @@ def _symbolic_link_in(root: Path, relative: str) -> str | None:
     return None
 
 
-class Checkout:
+class CheckoutFiles:
     """A checkout's files as the sources stage looks them up: its regular files listed once, on first need
     (shallowest first, hidden ones and symbolic links left out, at most LISTING_LIMIT entries looked at)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._listing: list[str] | None = None
 
-    @property
+    @functools.cached_property
     def listing(self) -> list[str]:
-        if self._listing is None:
-            self._listing = _listed(self.root)
-        return self._listing
+        return _listed(self.root)
 
 
 def _listed(root: Path) -> list[str]:
@@ -391,7 +389,7 @@ def _entry_words(entry: tuple[str, ...]) -> str:
     return " or ".join(f"a file matching {a}" if is_glob(a) else a for a in entry)
 
 
-def _kernel_sources(kernel: Kernel, checkout: Checkout, tree: dict[str, SourceFile], problem: str,
+def _kernel_sources(kernel: Kernel, checkout: CheckoutFiles, tree: dict[str, SourceFile], problem: str,
                     provided: list[SourceFile], source_dirs: tuple[str, ...]) -> KernelSources:
     """One kernel's files: the source folders' (an overlay's base among them), its own sources (which must
     exist: each entry's first alternative the checkout has, a glob's every match), then the provided ones."""
@@ -399,11 +397,14 @@ def _kernel_sources(kernel: Kernel, checkout: Checkout, tree: dict[str, SourceFi
     files = {relative: f for relative, f in tree.items() if any(relative.startswith(f"{d}/") for d in source_dirs)}
     if problem:
         return KernelSources(kernel.name, tuple(files.values()), problem)
-    missing, links, resolved, header = [], [], [], ""
+    missing, links, resolved, header, too_many = [], [], [], "", []
     for entry in kernel.source_entries:
         for alternative in entry:
             if is_glob(alternative):
                 matched = sorted({p for p in (*tree, *checkout.listing) if glob_matches(alternative, p)})
+                if len(matched) > SOURCE_DIR_FILES:  # each is read whole: bounded like a source folder
+                    too_many.append(alternative)
+                    break
                 if matched:
                     resolved += matched
                     break
@@ -422,7 +423,8 @@ def _kernel_sources(kernel: Kernel, checkout: Checkout, tree: dict[str, SourceFi
         else:
             files[relative] = SourceFile(relative, (root / relative).read_bytes(), Origin.SUBMISSION)
     problems = ([f"missing file(s) {', '.join(missing)}: the assignment needs them"] if missing else []) + \
-               ([f"{', '.join(dict.fromkeys(links))} is a symbolic link; submit the file itself"] if links else [])
+               ([f"{', '.join(dict.fromkeys(links))} is a symbolic link; submit the file itself"] if links else []) + \
+               [f"{pattern} matches more than {SOURCE_DIR_FILES} files" for pattern in too_many]
     for file in provided:
         files[file.path] = file
     sources = KernelSources(kernel.name, tuple(files.values()), "; ".join(problems),
@@ -435,11 +437,11 @@ def _kernel_sources(kernel: Kernel, checkout: Checkout, tree: dict[str, SourceFi
     return sources
 
 
-def _beyond_folders(files: tuple[SourceFile, ...], checkout: Checkout, folders: tuple[str, ...],
+def _beyond_folders(files: tuple[SourceFile, ...], checkout: CheckoutFiles, folders: tuple[str, ...],
                     importable: tuple[str, ...]) -> tuple[SourceFile, ...]:
     """The submission's files outside the build's folders that it may read: those its C files #include (literally;
-    every C file where one includes by other means), and those matching the target's `importable` patterns.
-    Bounded like a source folder: the shallowest first, none larger than BEYOND_FILE_BYTES."""
+    every C file where one includes by other means), and those matching the target's `importable` patterns (the
+    shallowest first). Bounded like a source folder, none larger than BEYOND_FILE_BYTES."""
     have = {f.path for f in files}
     outside = [p for p in checkout.listing if p not in have and not any(p.startswith(f"{d}/") for d in folders)]
     contents: dict[str, bytes | None] = {}
@@ -458,8 +460,9 @@ def _beyond_folders(files: tuple[SourceFile, ...], checkout: Checkout, folders: 
     if included is None:
         included = [p for p in outside if p.endswith(C_SUFFIXES)]
     chosen = [(p, Origin.INCLUDED) for p in included]
+    taken = set(included)
     chosen += [(p, Origin.IMPORTABLE) for p in outside
-               if p not in included and any(fnmatch.fnmatchcase(p, pattern) for pattern in importable)]
+               if p not in taken and any(fnmatch.fnmatchcase(p, pattern) for pattern in importable)]
     beyond, total = [], 0
     for relative, origin in chosen:
         content = read(relative)
