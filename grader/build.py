@@ -30,8 +30,9 @@ from grader.errors import MachineError
 from grader.evidence import LibraryEvidence, evidence_of
 from grader.includes import compiler_inputs
 from grader.sandbox import Limits, Mounts, Sandbox
-from grader.sources import KernelSources, Sources, gather_sources
+from grader.sources import KernelSources, Origin, Sources, gather_sources, glob_matches
 from grader.spec import Assignment, Kernel
+from grader.spec.kernels import is_glob
 from grader.status import BuildStatus
 from grader.targets import LIBRARY_FILE, Target, Toolchain, target_named, target_of
 from grader.targets.compiled import ARCHIVE_FILE, CompiledTarget, compiled_sources
@@ -41,6 +42,7 @@ COMPILE_TIME_LIMIT_S = 300
 COMPILE_LIMITS = Limits(memory_bytes=8 << 30, processes=256, file_size_bytes=1 << 30, log_bytes=1 << 20)
 MESSAGE_LIMIT = 4000  # characters of compiler output kept in a result
 OBJECTS_DIR = "kg_objects"  # the source folder's other files' objects, in the work folder
+BEYOND_FOLDERS = (Origin.INCLUDED, Origin.IMPORTABLE)  # files a build gets for its includes and imports alone
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ class BuildSteps:
 def build_steps(assignment: Assignment, kernel: Kernel, sources: KernelSources, toolchain: Toolchain) -> BuildSteps:
     """How `kernel`'s library is built from its sources with the target's compiler."""
     target = target_of(assignment)
-    parts = target.folder_sources(kernel, sources.contents)
+    # Files beyond the source folders are there to be included or imported, never compiled on their own.
+    parts = target.folder_sources(kernel, [f.path for f in sources.files if f.origin not in BEYOND_FOLDERS])
     objects = tuple(f"{OBJECTS_DIR}/{part}.o" for part in parts)
     libraries = library_flags(assignment.libraries, toolchain)
     link = target.compile_command(assignment, kernel, toolchain, libraries, ARCHIVE_FILE if parts else None)
@@ -139,18 +142,24 @@ def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, to
     commands = list(steps.link) if not steps.parts else steps.commands  # one command: the key it always had
     files, shim = sources.contents, target.shim_source(kernel)
     if isinstance(target, CompiledTarget):  # (a Python kernel's imports are not #includes: all its files count)
-        files = compiler_inputs(files, [part for part, _ in steps.parts] + compiled_sources(kernel), shim,
-                                _sources_of_other_kernels(assignment, kernel))
+        # A file beyond the folders counts where the compiled files reach it, as another kernel's source does.
+        droppable = _sources_of_other_kernels(assignment, kernel, files) | {
+            f.path for f in sources.files if f.origin in BEYOND_FOLDERS}
+        files = compiler_inputs(files, [part for part, _ in steps.parts] + compiled_sources(kernel), shim, droppable)
         commands += target.library_versions(assignment.libraries)
     # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
     return _build_key(files, shim,
                       commands + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
 
 
-def _sources_of_other_kernels(assignment: Assignment, kernel: Kernel) -> set[str]:
+def _sources_of_other_kernels(assignment: Assignment, kernel: Kernel, files: dict[str, bytes]) -> set[str]:
+    """The build's files that another kernel's `sources` may name (any alternative, a glob's matches), not its own
+    (`kernel`: as the build calls it, its sources as found)."""
     own = set(kernel.sources)
-    return {path for other in (*assignment.kernels, *assignment.variant_only_kernels) for path in other.sources
-            if path not in own}
+    named = {path for other in (*assignment.kernels, *assignment.variant_only_kernels)
+             for entry in other.source_entries for path in entry}
+    return {path for path in files if path not in own and (path in named or any(
+        is_glob(p) and glob_matches(p, path) for p in named))}
 
 
 def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources, cache_dir: Path,

@@ -4,7 +4,9 @@ A submission's folder holds every kernel's files, and a variant folder (gpt2-m2'
 of them. Hashing the whole folder gave each variant's copy of a kernel it leaves alone (req_0's encoder) a build of
 its own. The key leaves out only the files that are another kernel's sources (the spec names them) and that nothing
 compiled includes, by a literal `#include`, directly or through other files. Every other file counts, whatever its
-name: a student's `stdlib.h` may stand in for the system's through `-I.`.
+name: a student's `stdlib.h` may stand in for the system's through `-I.`. A file the sources stage took from beyond
+the build's folders for an include (`../cpu_kernels/x.h`, `included_from`) counts only where the compiled files
+reach it, as another kernel's source.
 
 Where a file could read another by any other means (an include through a macro, `#include_next`,
 `__has_include_next`, `#embed`, an assembler `.incbin`, a comment inside the directive), every file counts.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 
 _SPLICE = re.compile(rb"\\\r?\n")  # a backslash-newline joins two lines before any directive is read
 _DIRECTIVE = re.compile(rb"^[ \t]*#(.*)$", re.M)
@@ -46,6 +48,34 @@ def compiler_inputs(files: dict[str, bytes], compiled: Iterable[str], shim: str,
                     reached.add(found)
                     pending.append((found, files[found]))
     return {path: content for path, content in files.items() if path in reached or path not in droppable}
+
+
+def included_from(files: dict[str, bytes], start: Iterable[str], others: Collection[str],
+                  read: Callable[[str], bytes | None]) -> list[str] | None:
+    """The paths among `others` (a checkout's files outside a build) that the build's files `start` (its C files)
+    include by a literal name, directly or through each other, in the order reached; None where a file may read
+    one by other means. `files`: all the build's.
+
+    An include is looked for where the compiler looks, the first found: beside the including file, then from the
+    build's root (`-I.`): `kernels/attention.cuh`'s `"../kernels_op_9/softmax.cuh"` is `kernels_op_9/softmax.cuh`.
+    `read`: a file's bytes, None for one not to ship (too large, unreadable)."""
+    outside = set(others)
+    reached: list[str] = []
+    pending = [(path, files[path]) for path in start]
+    while pending:
+        path, text = pending.pop(0)
+        names = _included_names(text)
+        if names is None:
+            return None
+        folder = posixpath.dirname(path)
+        for name in names:
+            # The first place the compiler finds it: a file of the build there is walked already.
+            found = next((p for p in (posixpath.normpath(posixpath.join(folder, name)), posixpath.normpath(name))
+                          if p in files or p in outside), None)
+            if found in outside and found not in reached and (content := read(found)) is not None:
+                reached.append(found)
+                pending.append((found, content))
+    return reached
 
 
 def _included_names(text: bytes) -> list[str] | None:

@@ -1,8 +1,14 @@
 """Which files each kernel's build gets from a checkout: the sources stage.
 
 A kernel's build gets every file of the spec's `source_dirs` (the course compiles `kernels/` as
-one program, so kernel files include each other) and the kernel's own `sources`, which must exist.
-A variant's overlay replaces base files by name, the course's rule for `kernels_req_x/`. An upload
+one program, so kernel files include each other) and the kernel's own `sources`, which must exist: each
+entry a path, a glob (every file it matches, at least one) or a list of alternatives (the first the
+checkout has: a fork keeps the course's own file names). A variant's overlay replaces base files by name,
+the course's rule for `kernels_req_x/`. Beyond its folders, a build also gets the submission's files that
+its C files `#include` by a literal name (a variant's `../kernels_op_9/softmax.cuh`, `../cpu_kernels/x.h`:
+the course builds a variant inside the whole repository), and the modules its target can import by name
+from anywhere (Python's `*.py`: a fork's sibling `inference.py`), which the target packs where imported;
+both bounded like a source folder. An upload
 (Gradescope) may arrive flat: a file missing at its path is taken from elsewhere in the upload by
 name, and a missing interface header from the student template. The grader's provided files
 (`utils/` of the student template) always replace the submission's. Each file records where it
@@ -13,17 +19,26 @@ from __future__ import annotations
 
 import enum
 import fnmatch
+import functools
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from grader.includes import included_from
 from grader.spec import Assignment, Kernel, Variant
+from grader.spec.kernels import is_glob
+from grader.targets import target_of
 
 # A source folder is copied into every kernel's build: bounded, so a submission can't make it huge.
 SOURCE_DIR_FILES = 256
 SOURCE_DIR_BYTES = 8 << 20
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh")  # what may be an interface header among a kernel's sources
+# The files a C build may #include: where one of its files includes by other means than a literal name (a macro),
+# every such file of the checkout is shipped (bounded as above), since any may be read.
+C_SUFFIXES = (".h", ".hpp", ".hh", ".cuh", ".inl", ".c", ".cc", ".cpp", ".cxx", ".cu")
+BEYOND_FILE_BYTES = 1 << 20  # a file beyond the folders larger than this is never shipped (no source is)
+LISTING_LIMIT = 20_000  # entries of a checkout looked at for files beyond the folders and for globs
 
 
 class Origin(str, enum.Enum):
@@ -34,6 +49,10 @@ class Origin(str, enum.Enum):
     OVERLAY = "overlay"  # a variant folder's file, replacing the base's of the same name
     FOUND_IN_UPLOAD = "found_in_upload"  # a flat upload's file, found elsewhere in it by name
     TEMPLATE = "template"  # an interface header the upload lacks: the student template's
+    INCLUDED = "included"  # the submission's file outside the build's folders that one of its files #includes
+    # The submission's module outside the build's folders (a fork's `inference.py`): shipped because the target's
+    # code may import it by name; the build packs it only where the kernel's modules import it.
+    IMPORTABLE = "importable"
 
     def __str__(self) -> str:
         return self.value
@@ -63,15 +82,24 @@ class KernelSources:
     """One kernel's build inputs, and what is wrong with the submission's files ("" if nothing)."""
 
     kernel: str
-    files: tuple[SourceFile, ...]  # the submission's files, then the provided ones
+    # The submission's files, then the provided ones, then those beyond its folders (INCLUDED, IMPORTABLE).
+    files: tuple[SourceFile, ...]
     problem: str = ""
     # A kernel that accepts several names (`Kernel.functions`): the one its files define, which the build calls, and
     # where it was found, in words ("kernels_req_5/local_attention.cuh defines <the name it found>").
     function: str = ""
     function_found: str = ""
+    # The kernel's `sources` as this checkout has them: each entry's alternative found, a glob's matches ((): as
+    # the spec names them), and its `header` where that is one of an entry's alternatives ("": the spec's).
+    resolved: tuple[str, ...] = ()
+    header: str = ""
 
     def called(self, kernel: Kernel) -> Kernel:
-        """`kernel` as the build calls it: under the name its files define, where it accepts several."""
+        """`kernel` as the build calls it: its sources and header as found, under the name its files define."""
+        if self.resolved and self.resolved != kernel.sources:
+            kernel = replace(kernel, sources=self.resolved, source_entries=tuple((s,) for s in self.resolved))
+        if self.header and self.header != kernel.header:
+            kernel = replace(kernel, header=self.header)
         if not self.function or self.function == kernel.signature.function:
             return kernel
         return replace(kernel, signature=replace(kernel.signature, function=self.function))
@@ -83,7 +111,8 @@ class KernelSources:
 
     @property
     def built_from(self) -> tuple[str, ...]:
-        return tuple(f.described for f in self.files)
+        """The files as the result lists them; a module shipped only in case it is imported is not one of them."""
+        return tuple(f.described for f in self.files if f.origin is not Origin.IMPORTABLE)
 
 
 @dataclass(frozen=True)
@@ -138,6 +167,8 @@ def gather_sources(assignment: Assignment, root: Path, kernels: tuple[Kernel, ..
     provided = [SourceFile(relative, (assignment.template_dir / relative).read_bytes(), Origin.PROVIDED)
                 for relative in assignment.provided]
     trees: dict[Overlay | None, tuple[dict[str, SourceFile], str]] = {}
+    checkout = CheckoutFiles(root)
+    importable = target_of(assignment).importable
     gathered = []
     for kernel in selected:
         laid = overlay or overlay_of(assignment, kernel)
@@ -148,7 +179,11 @@ def gather_sources(assignment: Assignment, root: Path, kernels: tuple[Kernel, ..
             trees[laid] = tree, problem
         tree, problem = trees[laid]
         folders = assignment.source_dirs + ((laid.onto,) if laid else ())
-        gathered.append(_kernel_sources(kernel, root, tree, problem, provided, folders))
+        sources = _kernel_sources(kernel, checkout, tree, problem, provided, folders)
+        if not sources.problem:
+            sources = replace(sources, files=sources.files + _beyond_folders(sources.files, checkout, folders,
+                                                                             importable))
+        gathered.append(sources)
     chosen = {k.variant for k in selected}
     variants = () if overlay else tuple(variant_sources(v, root) for v in assignment.variants if v.name in chosen)
     return Sources(root, tuple(gathered), variants)
@@ -265,8 +300,13 @@ def _shared_files(assignment: Assignment, root: Path, overlay: Overlay | None) -
 def _placed_in_upload(assignment: Assignment, root: Path, tree: dict[str, SourceFile]) -> dict[str, SourceFile]:
     """What a flat upload lacks at its paths: each wanted file found elsewhere in it by name, else an
     interface header from the student template."""
-    wanted = sorted({s for k in assignment.kernels for s in k.sources})
-    absent = [w for w in wanted if w not in tree and not (root / w).is_file() and not _symbolic_link_in(root, w)]
+    def present(relative: str) -> bool:
+        return relative in tree or (root / relative).is_file() or _symbolic_link_in(root, relative) is not None
+
+    # Each entry none of whose alternatives is at its path: its named alternatives, in order (a glob is not a name).
+    entries = {e for k in assignment.kernels for e in k.source_entries}
+    absent = sorted(tuple(a for a in e if not is_glob(a)) for e in entries
+                    if not any(is_glob(a) or present(a) for a in e))
     if not absent:
         return {}
     by_name: dict[str, list[Path]] = {}
@@ -275,12 +315,17 @@ def _placed_in_upload(assignment: Assignment, root: Path, tree: dict[str, Source
             by_name.setdefault(path.name, []).append(path)
     headers = set(interface_headers(assignment))
     placed = {}
-    for relative in absent:
-        if candidates := by_name.get(Path(relative).name):
-            placed[relative] = SourceFile(relative, candidates[0].read_bytes(), Origin.FOUND_IN_UPLOAD,
-                                          candidates[0].relative_to(root).as_posix())
-        elif relative in headers:
-            placed[relative] = SourceFile(relative, (assignment.template_dir / relative).read_bytes(), Origin.TEMPLATE)
+    for alternatives in absent:
+        for relative in alternatives:
+            if candidates := by_name.get(Path(relative).name):
+                placed[relative] = SourceFile(relative, candidates[0].read_bytes(), Origin.FOUND_IN_UPLOAD,
+                                              candidates[0].relative_to(root).as_posix())
+                break
+        else:
+            if alternatives and alternatives[0] in headers:
+                placed[alternatives[0]] = SourceFile(alternatives[0],
+                                                     (assignment.template_dir / alternatives[0]).read_bytes(),
+                                                     Origin.TEMPLATE)
     return placed
 
 
@@ -293,35 +338,141 @@ def _symbolic_link_in(root: Path, relative: str) -> str | None:
     return None
 
 
-def _kernel_sources(kernel: Kernel, root: Path, tree: dict[str, SourceFile], problem: str,
+class CheckoutFiles:
+    """A checkout's files as the sources stage looks them up: its regular files listed once, on first need
+    (shallowest first, hidden ones and symbolic links left out, at most LISTING_LIMIT entries looked at)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @functools.cached_property
+    def listing(self) -> list[str]:
+        return _listed(self.root)
+
+
+def _listed(root: Path) -> list[str]:
+    found: list[str] = []
+    folders, seen = [root], 0
+    while folders and seen < LISTING_LIMIT:
+        below = []
+        for folder in folders:
+            try:
+                entries = sorted(folder.iterdir())
+            except OSError:
+                continue
+            for path in entries[:max(LISTING_LIMIT - seen, 0)]:
+                seen += 1
+                if path.name.startswith(".") or path.is_symlink():
+                    continue
+                if path.is_dir():
+                    below.append(path)
+                elif path.is_file():
+                    found.append(path.relative_to(root).as_posix())
+        folders = below
+    return found
+
+
+def glob_matches(pattern: str, path: str) -> bool:
+    """Whether a checkout's `path` matches a `sources` glob: `*`, `?` and `[...]` within one part of the path,
+    `**` any number of parts (`src/*.cpp`, `**/model.py`)."""
+    def match(patterns: list[str], parts: list[str]) -> bool:
+        if not patterns:
+            return not parts
+        if patterns[0] == "**":
+            return any(match(patterns[1:], parts[i:]) for i in range(len(parts) + 1))
+        return bool(parts) and fnmatch.fnmatchcase(parts[0], patterns[0]) and match(patterns[1:], parts[1:])
+    return match(pattern.split("/"), path.split("/"))
+
+
+def _entry_words(entry: tuple[str, ...]) -> str:
+    """A `sources` entry the checkout lacks, in words: "a.py or b.py", "a file matching src/*.cpp"."""
+    return " or ".join(f"a file matching {a}" if is_glob(a) else a for a in entry)
+
+
+def _kernel_sources(kernel: Kernel, checkout: CheckoutFiles, tree: dict[str, SourceFile], problem: str,
                     provided: list[SourceFile], source_dirs: tuple[str, ...]) -> KernelSources:
     """One kernel's files: the source folders' (an overlay's base among them), its own sources (which must
-    exist), then the provided ones."""
+    exist: each entry's first alternative the checkout has, a glob's every match), then the provided ones."""
+    root = checkout.root
     files = {relative: f for relative, f in tree.items() if any(relative.startswith(f"{d}/") for d in source_dirs)}
     if problem:
         return KernelSources(kernel.name, tuple(files.values()), problem)
-    missing, links = [], []
-    for relative in kernel.sources:
-        path = root / relative
+    missing, links, resolved, header, too_many = [], [], [], "", []
+    for entry in kernel.source_entries:
+        for alternative in entry:
+            if is_glob(alternative):
+                matched = sorted({p for p in (*tree, *checkout.listing) if glob_matches(alternative, p)})
+                if len(matched) > SOURCE_DIR_FILES:  # each is read whole: bounded like a source folder
+                    too_many.append(alternative)
+                    break
+                if matched:
+                    resolved += matched
+                    break
+            elif alternative in tree or _symbolic_link_in(root, alternative) or (root / alternative).is_file():
+                resolved.append(alternative)
+                if kernel.header in entry:
+                    header = alternative  # the header is this entry: the fork's name for it
+                break
+        else:
+            missing.append(_entry_words(entry))
+    for relative in dict.fromkeys(resolved):
         if relative in tree:
             files[relative] = tree[relative]
         elif link := _symbolic_link_in(root, relative):
             links.append(link)  # the file itself, or a folder above it: either could lead to the grader's files
-        elif path.is_file():
-            files[relative] = SourceFile(relative, path.read_bytes(), Origin.SUBMISSION)
         else:
-            missing.append(relative)
+            files[relative] = SourceFile(relative, (root / relative).read_bytes(), Origin.SUBMISSION)
     problems = ([f"missing file(s) {', '.join(missing)}: the assignment needs them"] if missing else []) + \
-               ([f"{', '.join(dict.fromkeys(links))} is a symbolic link; submit the file itself"] if links else [])
+               ([f"{', '.join(dict.fromkeys(links))} is a symbolic link; submit the file itself"] if links else []) + \
+               [f"{pattern} matches more than {SOURCE_DIR_FILES} files" for pattern in too_many]
     for file in provided:
         files[file.path] = file
-    function, found = "", ""
+    sources = KernelSources(kernel.name, tuple(files.values()), "; ".join(problems),
+                            resolved=tuple(dict.fromkeys(resolved)), header=header)
     if kernel.functions and not problems:
-        function, found = defined_function(kernel, [files[s] for s in kernel.sources if s in files],
+        called = sources.called(kernel)
+        function, found = defined_function(called, [files[s] for s in called.sources if s in files],
                                            [f for f in files.values() if f.origin is not Origin.PROVIDED])
-        if not function:
-            problems.append(found)
-    return KernelSources(kernel.name, tuple(files.values()), "; ".join(problems), function, found)
+        sources = replace(sources, function=function, function_found=found, problem="" if function else found)
+    return sources
+
+
+def _beyond_folders(files: tuple[SourceFile, ...], checkout: CheckoutFiles, folders: tuple[str, ...],
+                    importable: tuple[str, ...]) -> tuple[SourceFile, ...]:
+    """The submission's files outside the build's folders that it may read: those its C files #include (literally;
+    every C file where one includes by other means), and those matching the target's `importable` patterns (the
+    shallowest first). Bounded like a source folder, none larger than BEYOND_FILE_BYTES."""
+    have = {f.path for f in files}
+    outside = [p for p in checkout.listing if p not in have and not any(p.startswith(f"{d}/") for d in folders)]
+    contents: dict[str, bytes | None] = {}
+
+    def read(relative: str) -> bytes | None:
+        if relative not in contents:
+            path = checkout.root / relative
+            try:
+                contents[relative] = path.read_bytes() if path.stat().st_size <= BEYOND_FILE_BYTES else None
+            except OSError:
+                contents[relative] = None
+        return contents[relative]
+
+    c_files = [f.path for f in files if f.path.endswith(C_SUFFIXES)]
+    included = included_from({f.path: f.content for f in files}, c_files, outside, read) if c_files else []
+    if included is None:
+        included = [p for p in outside if p.endswith(C_SUFFIXES)]
+    chosen = [(p, Origin.INCLUDED) for p in included]
+    taken = set(included)
+    chosen += [(p, Origin.IMPORTABLE) for p in outside
+               if p not in taken and any(fnmatch.fnmatchcase(p, pattern) for pattern in importable)]
+    beyond, total = [], 0
+    for relative, origin in chosen:
+        content = read(relative)
+        if content is None:
+            continue
+        total += len(content)
+        if len(beyond) >= SOURCE_DIR_FILES or total > SOURCE_DIR_BYTES:
+            break
+        beyond.append(SourceFile(relative, content, origin))
+    return tuple(beyond)
 
 
 _COMMENTS = re.compile(rb"/\*.*?\*/|//[^\n]*", re.S)

@@ -86,11 +86,13 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
                         f"names it accepts, found {list(functions)}")
     if bad := [f for f in functions if not f.isidentifier()]:
         raise SpecError(f"{where}: key 'functions': {bad} are not C identifiers")
+    entries = load_source_entries(read.get("sources", list), f"{where} key 'sources'")
     return Kernel(
         name=name,
         weight=weight,
         header=read.get("header", str),
-        sources=read.strings("sources"),
+        sources=tuple(entry[0] for entry in entries),
+        source_entries=entries,
         signature=signature,
         buffers=tuple(buffers),
         tolerance=tolerance,
@@ -109,6 +111,34 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         variant_only=read.get("variant_only", bool, False),
         functions=tuple(dict.fromkeys(functions)),
     )
+
+
+GLOB_CHARACTERS = "*?["  # a `sources` path holding one of these is a glob (`src/*.cpp`), matched in the checkout
+
+
+def is_glob(path: str) -> bool:
+    return any(c in path for c in GLOB_CHARACTERS)
+
+
+def load_source_entries(entries: list[Any], where: str) -> tuple[tuple[str, ...], ...]:
+    """A kernel's `sources`: each entry a path, a glob (`"src/*.cpp"`: every file it matches, at least one), or a
+    list of alternatives (`["simpleautodiff/simpleautodiff.py", "simpleautodiff/core.py"]`: the first the checkout
+    has), each a path or a glob; relative to the checkout's root, none above it."""
+    loaded = []
+    for i, entry in enumerate(entries):
+        alternatives = entry if isinstance(entry, list) else [entry]
+        if not alternatives or not all(isinstance(a, str) and a.strip() for a in alternatives):
+            raise SpecError(f"{where}: entry {i} must be a path, a glob or a non-empty list of alternative paths "
+                            f"or globs (strings), found {entry!r}")
+        for path in alternatives:
+            parts = path.split("/")
+            if path.startswith("/") or ".." in parts or "" in parts or "." in parts:
+                raise SpecError(f"{where}: entry {i}: {path!r} must be a plain path relative to the submission's "
+                                "root (no leading /, no empty, '.' or '..' parts)")
+        if len(set(alternatives)) != len(alternatives):
+            raise SpecError(f"{where}: entry {i} names an alternative twice: {alternatives!r}")
+        loaded.append(tuple(alternatives))
+    return tuple(loaded)
 
 
 def _load_cases(raw_cases: list[Any], key: str, scalars: list[str], buffers: list[Buffer], where: str) -> list[Case]:

@@ -14,7 +14,7 @@ from grader.checks import CheckSpec, check_named
 from grader.errors import SpecError
 from grader.spec.assignments import find_assignment
 from grader.spec.document import Reader, read_document
-from grader.spec.kernels import load_kernel
+from grader.spec.kernels import is_glob, load_kernel
 from grader.spec.late import load_late_policy
 from grader.spec.model import INITS, LIBRARIES, Assignment, Kernel
 from grader.spec.variants import check_kernels, expanded, load_additional, load_variants
@@ -114,8 +114,10 @@ def _source_folders(kernels: tuple[Kernel, ...]) -> tuple[str, ...]:
 
     A student's own headers and files sit beside the kernel's, and the course compiles them as one
     program. Files at the repository's root give none: an assignment whose sources lie there names its folders.
+    Every alternative of an entry gives its folder (a fork's may be another); a glob's folder, where it names one.
     """
-    return tuple(dict.fromkeys(Path(s).parts[0] for k in kernels for s in k.sources if len(Path(s).parts) > 1))
+    parts = (Path(path).parts for k in kernels for entry in k.source_entries for path in entry)
+    return tuple(dict.fromkeys(p[0] for p in parts if len(p) > 1 and not is_glob(p[0])))
 
 
 def _libraries(names: tuple[str, ...], where: str) -> tuple[str, ...]:

@@ -108,6 +108,7 @@ class Kernel:
     name: str
     weight: float
     header: str
+    # The files that must exist, as the template names them: each `source_entries` entry's first alternative.
     sources: tuple[str, ...]
     signature: Signature
     buffers: tuple[Buffer, ...]
@@ -146,10 +147,15 @@ class Kernel:
     # C++ definitions compiled into its library beside the shim (a variant's `defines`): the globals the course's
     # own program defines and a kernel's header declares extern (req_6's KV-cache state).
     defines: tuple[str, ...] = ()
+    # The spec's `sources` as written: per entry, its alternatives in order (a path, or a glob such as `src/*.cpp`),
+    # of which a checkout's first present one is used (`grader.sources`). (): each of `sources` alone.
+    source_entries: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.base:
             object.__setattr__(self, "base", self.name)
+        if not self.source_entries:
+            object.__setattr__(self, "source_entries", tuple((s,) for s in self.sources))
 
     def buffer(self, name: str) -> Buffer:
         return next(b for b in self.buffers if b.name == name)

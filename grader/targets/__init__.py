@@ -81,6 +81,10 @@ class Target(Protocol):
     determinism: tuple[str, ...]  # the settings its harnesses fix for reproducible runs (torch's), for the result
     device_module: str  # its harness half, a module with `open_device(sanitizer: bool, device_code: str) -> Device`
     shim_file: str  # the generated file a build gets beside the sources
+    # fnmatch patterns of the submission's files its code may import by name from anywhere in the checkout (Python's
+    # modules: "*.py"), which every build gets beside its folders (grader.sources), to pack where imported; a C
+    # target's reach is its #includes, which the sources stage follows itself: ().
+    importable: tuple[str, ...]
 
     def toolchain(self, cuda_arch: str | None = None) -> Toolchain:
         """The compiler this machine has for the target, with its version (part of every build's key)."""

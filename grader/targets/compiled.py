@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from grader.spec import Kernel
 
 COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
+# A C file is always compiled apart into the archive, as C (the target's object command says with what): C is not
+# C++ (`int new;`, `int* p = malloc(n)`), so never among the files the link command compiles.
+C_SUFFIX = ".c"
 ARCHIVE_FILE = "kg_folder.a"  # the source folder's other compiled files, as objects the link takes what it needs from
 
 
@@ -31,6 +34,7 @@ class CompiledTarget(HostTarget):
     device_module: str
     shim_file: str
     shim_template: str
+    importable: tuple[str, ...] = ()
 
     def compiler(self) -> str:
         raise NotImplementedError
@@ -96,6 +100,10 @@ def compiled_sources(kernel: Kernel) -> list[str]:
     return [s for s in kernel.sources if s.endswith(COMPILED_SUFFIXES)]
 
 
+def is_c(source: str) -> bool:
+    return source.endswith(C_SUFFIX)
+
+
 def folder_sources(kernel: Kernel, files: Iterable[str]) -> list[str]:
     """The compiled files of a kernel's build that are not its own: the rest of the source folder (a helper.cpp,
     another kernel's file, a benchmark's main.cpp).
@@ -103,6 +111,7 @@ def folder_sources(kernel: Kernel, files: Iterable[str]) -> list[str]:
     Each is compiled on its own into the build's archive, and the link takes from it only what the kernel
     calls: a kernel may call the student's other functions, as in the course's one program, while a file
     it does not call (one that fails to compile, a `main`, a static constructor) stays out of its library.
+    Every C file is one, the kernel's own too (`C_SUFFIX`).
     """
     own = set(compiled_sources(kernel))
-    return [f for f in files if f.endswith(COMPILED_SUFFIXES) and f not in own]
+    return [f for f in files if (f.endswith(COMPILED_SUFFIXES) and f not in own) or is_c(f)]

@@ -95,6 +95,7 @@ class PythonTarget(HostTarget):
     determinism: tuple[str, ...] = ()
     device_module = "grader.boundary.python_device"
     shim_file = ENTRY_FILE
+    importable = ("*.py",)  # a fork's sibling module (model.py's `import inference`): packed where imported
 
     def unavailable_reason(self) -> str | None:
         """None where the kernels can run here; a pack whose packages need a GPU (cupy) also needs the package, the

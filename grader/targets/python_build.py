@@ -10,8 +10,10 @@ own (ENTRY, the target's generated JSON, names it) and those it imports from the
 never imports (a student's scratch file) costs it nothing, as a C file the kernel does not call. A syntax error in
 one of them is printed as `file:line:column: error: ...` (the compile_error status, file and line, as g++'s) and
 the exit status is 1. Otherwise every import found, and every attribute named (`A.toarray()`: "toarray"), each with
-its file and line, goes to RECORD (JSON, for the forbidden imports and methods), and OUTPUT gets the work folder's
-files (sources, ENTRY, RECORD; no bytecode or extension modules, which the scan did not read).
+its file and line, goes to RECORD (JSON, for the forbidden imports and methods), and OUTPUT gets the modules reached
+(and their packages' `__init__.py`), the work folder's other files that are no module (data), ENTRY and RECORD; no
+bytecode or extension modules, which the scan did not read. The work folder holds every module of the submission
+(a fork's sibling `inference.py` too, `grader.sources`): one never imported stays out of the archive.
 
 Standard library only, and self-contained: it runs with `-I -S`, outside the grader's package.
 """
@@ -96,10 +98,11 @@ def syntax_error_words(path: str, error: Exception) -> str:
     return words
 
 
-def check(entry: dict[str, object], files: set[str], root: str = ".") -> tuple[list[str], list[list[object]],
-                                                                           list[list[object]]]:
+def check(entry: dict[str, object], files: set[str], root: str = ".",
+          reached: set[str] | None = None) -> tuple[list[str], list[list[object]], list[list[object]]]:
     """The syntax errors of the kernel's modules, every import they make and every attribute they name (each
-    [name, file, line]); `files`: the build's, relative to `root`."""
+    [name, file, line]); `files`: the build's, relative to `root`; `reached`, where given, gets the module files
+    the walk read."""
     first = str(entry["file"])
     if first not in files:
         return [f"{first}: error: no such file (the module that defines {entry['function']})"], [], []
@@ -127,7 +130,17 @@ def check(entry: dict[str, object], files: set[str], root: str = ".") -> tuple[l
                 if found and found not in seen:
                     seen.add(found)
                     queue.append(found)
+    if reached is not None:
+        reached.update(seen)
     return errors, imports, attributes
+
+
+def packed_files(files: set[str], modules: set[str]) -> set[str]:
+    """What the archive carries of the work folder: the modules reached and their packages' `__init__.py` (imported
+    before them), and every file that is no module."""
+    inits = {f"{'/'.join(parts[:depth])}/__init__.py" for parts in (package_of(m) for m in modules)
+             for depth in range(1, len(parts) + 1)}
+    return {f for f in files if not f.endswith(".py") or f in modules or f in inits}
 
 
 def main(argv: list[str]) -> int:
@@ -136,17 +149,19 @@ def main(argv: list[str]) -> int:
         entry = json.load(opened)
     files = {os.path.relpath(os.path.join(folder, name)).replace(os.sep, "/")
              for folder, _, names in os.walk(".") for name in names}
-    errors, imports, attributes = check(entry, files)
+    modules: set[str] = set()
+    errors, imports, attributes = check(entry, files, reached=modules)
     if errors:
         print("\n".join(errors), file=sys.stderr)
         return 1
     with open(record_file, "w") as record:
         json.dump({"imports": imports, "attributes": attributes}, record)
+    packed = packed_files(files, modules)
     with zipfile.ZipFile(output + ".part", "w", zipfile.ZIP_STORED) as archive:
-        for path in sorted(files | {record_file}):
+        for path in sorted(packed | {record_file}):
             if not path.endswith(LEFT_OUT) and path not in (output, output + ".part"):
                 archive.write(path, path)
-        for init in package_inits(files):
+        for init in package_inits(packed):
             archive.writestr(init, "")
     os.replace(output + ".part", output)
     return 0
