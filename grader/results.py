@@ -371,6 +371,16 @@ class GroupResult:
 
 
 @dataclass(frozen=True)
+class LaterCommit:
+    """The newest commit (or push) after the last moment one counts, which was therefore not graded."""
+
+    commit: str
+    committed_at: str  # ISO 8601: the commit's time, or the push's with --pin push-log
+    deadline: str  # ISO 8601: the student's own deadline, extension included
+    accepted_days: float  # the late days the policy accepts after it (0: no late policy)
+
+
+@dataclass(frozen=True)
 class Submission:
     """What was graded."""
 
@@ -378,7 +388,7 @@ class Submission:
     commit: str | None = None
     commit_time: str | None = None
     dirty: bool | None = None
-
+    later: LaterCommit | None = None  # a newer commit the batch left ungraded, past the deadline
 
 @dataclass(frozen=True)
 class Late:
@@ -489,7 +499,9 @@ class Result:
                     for v in data.get("variants", [])]
         retries = [Retry(**r) for r in data.get("retries", [])]
         additional = GroupResult(**data["additional"]) if data.get("additional") else None
-        return cls(**{**data, "kernels": kernels, "submission": Submission(**data["submission"]),
+        submission = {**data["submission"], "later": LaterCommit(**data["submission"]["later"])
+                      if data["submission"].get("later") else None}
+        return cls(**{**data, "kernels": kernels, "submission": Submission(**submission),
                       "environment": Environment(**data["environment"]), "late": late, "variants": variants,
                       "retries": retries, "additional": additional})
 

@@ -143,6 +143,13 @@ class Outcome(_Status):
     NOT_SUBMITTED = "not_submitted"
     FETCH_FAILED = "fetch_failed"
     ERROR = "error"
+    NOT_RUN = "not_run"  # built, but nothing ran (no GPU on the grading machine): no score is known
+
+    @property
+    def scored(self) -> bool:
+        """Whether the submission's score is known: a fetch that failed, the grader's error or nothing run is no 0
+        of the student's (a gradebook leaves the cell empty, with this word beside it)."""
+        return self not in (Outcome.FETCH_FAILED, Outcome.ERROR, Outcome.NOT_RUN)
 
     @classmethod
     def of(cls, status: SubmissionStatus, kernels: Iterable[KernelStatus]) -> Outcome:
@@ -151,6 +158,8 @@ class Outcome(_Status):
         if not status.was_graded:
             return cls(status.value)
         statuses = [KernelStatus(k) for k in kernels]
+        if statuses and all(k is KernelStatus.NOT_RUN for k in statuses):
+            return cls.NOT_RUN
         if any(k.counts_as_crash for k in statuses):
             return cls.CRASHED
         if any(k.counts_as_timeout for k in statuses):

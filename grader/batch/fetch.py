@@ -80,6 +80,8 @@ class Fetched:
     commit_time: datetime.datetime | None
     submitted_at: datetime.datetime | None  # what lateness is measured from (commit, push or roster time)
     pinned_by: str  # "deadline", "roster commit", "push log", "latest commit", "plain folder"
+    # The newest commit (or push) after the cutoff, left ungraded: (commit, its time), said in the student's report.
+    later: tuple[str, datetime.datetime] | None = None
 
     @property
     def checkout(self) -> Checkout:
@@ -153,6 +155,7 @@ def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
             raise SubmissionError(f"student {student}: the roster names commit {pin.commit!r}, which {source} "
                                   "does not have") from None
         submitted_at, how = pin.submitted_at or chosen.committed_datetime, "roster commit"
+        later = None  # the roster chose the commit
     elif pin.pushes is not None:
         in_time = [p for p in pin.pushes if pin.cutoff is None or p.pushed_at <= pin.cutoff]
         if not in_time:
@@ -160,6 +163,9 @@ def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
             return NotSubmitted(f"no push at or before {_when(pin.cutoff)} in the push log"
                                 + (f" (the first is at {first.isoformat()})" if first else ""))
         push = max(in_time, key=lambda p: p.pushed_at)
+        after = [p for p in pin.pushes if p.pushed_at > pin.cutoff] if pin.cutoff else []
+        newest = max(after, key=lambda p: p.pushed_at, default=None)
+        later = (newest.commit, newest.pushed_at) if newest else None
         try:
             chosen = repo.commit(repo.git.rev_parse("--verify", "--quiet", f"{push.commit}^{{commit}}"))
         except (git.BadName, ValueError, git.GitCommandError):
@@ -175,9 +181,12 @@ def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
                                 f"(the first is from {first.isoformat()})")
         chosen = max(in_time, key=lambda c: c.committed_date)
         submitted_at, how = chosen.committed_datetime, "deadline" if pin.cutoff else "latest commit"
+        newest = max((c for c in commits if pin.cutoff and c.committed_datetime > pin.cutoff),
+                     key=lambda c: c.committed_date, default=None)
+        later = (newest.hexsha, newest.committed_datetime) if newest else None
     repo.git.checkout("--detach", "--force", chosen.hexsha)
     repo.git.clean("-xdffq")
-    return Fetched(folder.resolve(), chosen.hexsha, chosen.committed_datetime, submitted_at, how)
+    return Fetched(folder.resolve(), chosen.hexsha, chosen.committed_datetime, submitted_at, how, later)
 
 
 def _is_local(source: str) -> bool:
@@ -300,7 +309,8 @@ class FetchStream:
                     # The pinned commit travels with the job: nobody asks git for it again.
                     checkout = fetched.checkout
                     yield Job(index, entry.student, checkout.root, deadline, fetched.submitted_at, fetched.pinned_by,
-                              checkout.commit, checkout.commit_time, checkout.dirty)
+                              checkout.commit, checkout.commit_time, checkout.dirty,
+                              *((fetched.later[0], fetched.later[1].isoformat()) if fetched.later else ()))
                     index += 1
                     continue
                 status, message = (SubmissionStatus.NOT_SUBMITTED, fetched.reason) if isinstance(fetched, NotSubmitted) \

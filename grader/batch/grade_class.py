@@ -29,7 +29,7 @@ from grader.dispatch import Executor, Job, OnResult
 from grader.dispatch.slurm import SlurmExecutor
 from grader.errors import StoreError
 from grader.options import Options
-from grader.results import Result
+from grader.results import LaterCommit, Result
 from grader.spec import Assignment
 from grader.store import FETCH_ATTEMPTS, Store, plan_run
 
@@ -240,6 +240,10 @@ def _saver(store: Store, assignment: Assignment, run: int | None, tally: Tally) 
     def save(job: Job, result: Result) -> None:
         result = apply_late_policy(dataclasses.replace(result, student=job.student), assignment.late,
                                    job.deadline, job.submitted_at)
+        if job.later_commit and job.later_committed_at and job.deadline:
+            later = LaterCommit(job.later_commit, job.later_committed_at, job.deadline.isoformat(),
+                                assignment.late.accepted_days if assignment.late else 0.0)
+            result = dataclasses.replace(result, submission=dataclasses.replace(result.submission, later=later))
         store.save(result, run)
         tally.record(job, result)
 

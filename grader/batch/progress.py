@@ -208,6 +208,9 @@ class Tally:
         if summary.slowest:
             self.console.print("slowest: " + ", ".join(f"{student} {seconds:.1f} s"
                                                        for student, seconds in summary.slowest), soft_wrap=True)
+        for student, words in summary.later:  # a fix pushed after the deadline is never dropped without a word
+            self.console.print(f"late commit not graded: {student}: {words}", soft_wrap=True, highlight=False,
+                               markup=False)
 
 
 class _EtaColumn(ProgressColumn):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from grader.report.render import later_commit_words
 from grader.results import Result
 from grader.status import Outcome
 
@@ -28,6 +29,7 @@ class ClassSummary:
     max_score: float
     mean_score: float | None  # of the graded; None where nobody was
     slowest: tuple[tuple[str, float], ...]  # (student, seconds) of the slowest grades
+    later: tuple[tuple[str, str], ...] = ()  # (student, words) for each newer commit left ungraded after the deadline
 
 
 def summarise(results: Iterable[Result], assignment: str, max_score: float, rejected: int = 0) -> ClassSummary:
@@ -39,8 +41,9 @@ def summarise(results: Iterable[Result], assignment: str, max_score: float, reje
     graded = [r for r in results if r.status.was_graded]
     mean = sum(r.score for r in graded) / len(graded) if graded else None
     slowest = sorted(graded, key=_seconds, reverse=True)[:SLOWEST]
+    later = tuple((r.student or r.submission.path, later_commit_words(r)) for r in results if r.submission.later)
     return ClassSummary(assignment, len(results), counts, rejected, max_score, mean,
-                        tuple((r.student or r.submission.path, _seconds(r)) for r in slowest))
+                        tuple((r.student or r.submission.path, _seconds(r)) for r in slowest), later)
 
 
 def _seconds(result: Result) -> float:

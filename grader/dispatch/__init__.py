@@ -33,6 +33,8 @@ class Job:
     commit: str | None = None  # the commit the fetch pinned (None: a plain folder)
     commit_time: str | None = None  # ISO 8601 with the author's UTC offset
     dirty: bool | None = None
+    later_commit: str | None = None  # the newest commit after the cutoff, left ungraded
+    later_committed_at: str | None = None  # ISO 8601
 
     @property
     def checkout(self) -> Checkout:
@@ -43,7 +45,8 @@ class Job:
         return {"index": self.index, "student": self.student, "root": str(self.root), "pinned_by": self.pinned_by,
                 "deadline": self.deadline.isoformat() if self.deadline else None,
                 "submitted_at": self.submitted_at.isoformat() if self.submitted_at else None,
-                "commit": self.commit, "commit_time": self.commit_time, "dirty": self.dirty}
+                "commit": self.commit, "commit_time": self.commit_time, "dirty": self.dirty,
+                "later_commit": self.later_commit, "later_committed_at": self.later_committed_at}
 
     @classmethod
     def from_dict(cls, data: dict) -> Job:
@@ -52,7 +55,8 @@ class Job:
 
         return cls(data["index"], data["student"], Path(data["root"]), when(data["deadline"]),
                    when(data["submitted_at"]), data.get("pinned_by", ""), data.get("commit"),
-                   data.get("commit_time"), data.get("dirty"))
+                   data.get("commit_time"), data.get("dirty"), data.get("later_commit"),
+                   data.get("later_committed_at"))
 
 
 # Called once per job as it finishes, in the thread that called `grade`, so that it may write the store.

@@ -3,8 +3,9 @@
 Columns: student_id, total, max_score, one `<kernel>` column per kernel, one `<variant>` column per
 optimization variant (its total, which its kernels' columns make up), late_days, late_penalty,
 raw_score, status (the submission's outcome word, as the batch summary and the dashboard count it:
-passed, failed, compile_error, crashed, timeout, not_submitted, fetch_failed, error), commit,
-graded_at. Plain UTF-8, comma-separated, a header row, numbers without
+passed, failed, compile_error, crashed, timeout, not_submitted, fetch_failed, error, not_run), commit,
+graded_at. Where no score is known (fetch_failed, error, not_run) the score cells are empty, never 0: an LMS
+import would record a 0 as the student's. Plain UTF-8, comma-separated, a header row, numbers without
 units: the shape Canvas, Moodle and Blackboard imports take (map student_id to the LMS's id column).
 """
 
@@ -42,6 +43,9 @@ def render(results: list[Result]) -> str:
         scored = {k.name: _points(k.score) for k in result.kernels}
         scored.update({v.name: _points(v.score) for v in result.variants})
         row.update({name: scored.get(name, 0) for name in header if name not in row})
+        if not result.outcome.scored:
+            row.update({name: "" for name in header if name not in ("student_id", "max_score", "status", "commit",
+                                                                    "graded_at")})
         writer.writerow(row)
     return out.getvalue()
 

@@ -13,6 +13,7 @@ from grader.report.hints import case_hints, kernel_hints
 from grader.compare import NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS, index_in_words
 from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Mismatch, Result, VariantResult
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
+from grader.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
     import jinja2
@@ -198,6 +199,19 @@ def compiled_files(result: Result) -> list[tuple[list[str], list[str]]]:
     return [(kernels, list(files)) for files, kernels in groups.items()]
 
 
+def later_commit_words(result: Result) -> str:
+    """The commit a batch left ungraded after the deadline, in the student's words ("" if none): "commit 73a8aa1,
+    10 h after the deadline, was not graded: no late policy accepts a later one"."""
+    later = result.submission.later
+    if later is None:
+        return ""
+    hours = (parse_timestamp(later.committed_at) - parse_timestamp(later.deadline)).total_seconds() / 3600
+    after = f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.1f} days"
+    why = (f"it is past the {later.accepted_days:g} late day(s) the late policy accepts" if later.accepted_days
+           else "there is no late policy, so nothing after the deadline counts")
+    return f"commit {later.commit[:7]}, {after} after the deadline, was not graded: {why}"
+
+
 def context(result: Result) -> dict:
     """What the per-submission templates read."""
     raw = result.raw_score if result.raw_score is not None else result.score
@@ -210,4 +224,4 @@ def context(result: Result) -> dict:
             "percent": 100 * result.score / result.max_score if result.max_score else 0.0,
             "scope": "public cases only" if result.public_only else "all cases",
             "hidden_cases": sum(not c.public for k in result.kernels for c in k.cases),
-            "compiled": compiled_files(result), "credit": credit_lines(result)}
+            "compiled": compiled_files(result), "credit": credit_lines(result), "later": later_commit_words(result)}

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
-from grader.report.render import KernelView, compiled_files, context, sizes, variant_flags
+from grader.report.render import KernelView, compiled_files, context, later_commit_words, sizes, variant_flags
 from grader.results import KernelResult, Result
 from grader.status import KernelStatus, Outcome
 
@@ -69,6 +69,8 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
         _line(console, Text(f"determinism: {'; '.join(result.environment.determinism)}", "dim"))
     if result.message:
         _line(console, Text(result.message, "yellow"))
+    if later := later_commit_words(result):
+        _line(console, Text(later, "yellow"))
     builds = compiled_files(result)
     for kernels, files in builds:  # which of the student's files each build saw
         named = f" ({', '.join(kernels)})" if len(builds) > 1 else ""
