@@ -145,6 +145,9 @@ class Kernel:
     # C++ definitions compiled into its library beside the shim (a variant's `defines`): the globals the course's
     # own program defines and a kernel's header declares extern (req_6's KV-cache state).
     defines: tuple[str, ...] = ()
+    # What a failed comparison of this kernel usually means, in the pack's own terms (its `hints`): the reports give
+    # these instead of the generic pattern hints, which are about array kernels (strides, tiles).
+    hints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.base:
