@@ -101,7 +101,7 @@ def called(name, node, n_nodes):
 
 def numbers_of(node):
     """The node's own attributes that hold a number (the places a backward could have left its results)."""
-    return {name: value for name, value in vars(node).items()
+    return {name: value for name, value in getattr(node, "__dict__", {}).items()
             if isinstance(value, numbers.Number) and not isinstance(value, bool)}
 
 
@@ -109,14 +109,14 @@ def first_backward(output, nodes, n_inputs, n_nodes):
     """backward(output), the first on this graph (`nodes`, the inputs first). Where it changed no node's
     partial_derivative (not even output's), HandoutMismatch saying where the assignment reads the answer, and which
     of the inputs' attributes did change instead, if any, or what backward returned."""
-    before = [numbers_of(node) for node in nodes]
+    was = [getattr(node, "partial_derivative", None) for node in nodes]
+    before = [numbers_of(node) for node in nodes[:n_inputs]]
     returned = called("backward", output, n_nodes)
-    after = [numbers_of(node) for node in nodes]
-    if any(b.get("partial_derivative") != a.get("partial_derivative") for b, a in zip(before, after)):
+    if any(getattr(node, "partial_derivative", None) != value for node, value in zip(nodes, was)):
         return
-    was = {b.get("partial_derivative") for b in before[:n_inputs]}
-    still = "still 0 after" if was == {0} else "unchanged by"
-    elsewhere = sorted({name for b, a in zip(before[:n_inputs], after) for name in a
+    still = "still 0 after" if set(was[:n_inputs]) == {0} else "unchanged by"
+    after = [numbers_of(node) for node in nodes[:n_inputs]]
+    elsewhere = sorted({name for b, a in zip(before, after) for name in a
                         if name != "partial_derivative" and b.get(name) != a[name]})
     why = f"; backward changed {', '.join(f'`{n}`' for n in elsewhere)} on the inputs instead" if elsewhere else ""
     if returned is not None:
