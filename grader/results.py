@@ -141,6 +141,7 @@ class KernelResult:
     # The whole-program check (grader/checks) whose result this is, by its registered name; None for a kernel.
     check: str | None = None
     check_hints: list[str] = field(default_factory=list)  # what the check's failure says beyond its cases
+    hints: list[str] = field(default_factory=list)  # the pack's own hints for this kernel (its spec's `hints`)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", KernelStatus(self.status))

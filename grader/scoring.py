@@ -87,7 +87,7 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     """
     build = {"build_seconds": round(artifact.seconds, 3), "build_cached": artifact.cached,
              "sanitizer": findings_of(sanitizer or []), "forbidden_symbols": list(artifact.forbidden_symbols),
-             "built_from": list(artifact.files), "log": log, "variant": kernel.variant}
+             "built_from": list(artifact.files), "log": log, "variant": kernel.variant, "hints": list(kernel.hints)}
     if artifact.status == BuildStatus.COMPILE_ERROR:
         return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.COMPILE_ERROR, artifact.message, cases,
                             **build)

@@ -27,6 +27,8 @@ from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_o
 
 PACK = "contextual-sparsity"
 WHOLE = ("mutant-topk-by-absolute-value", "mutant-topk-over-batch")  # graded on every kernel: see their tests
+# Each kernel's width: its k at which top-k keeps everything (the dense pass); 4 heads for attention.
+WIDTHS = {"classifier_logits": 64, "gpt2_mlp_topk": 192, "gpt2_attention_topk_heads": 4}
 
 
 @pytest.fixture(scope="module")
@@ -171,8 +173,8 @@ def test_no_positive_ties_at_the_kth_place_and_the_tie_case_ties_at_zero(pack: A
         h2 = np.maximum(reference.keep_topk(h1, k) @ arrays["w2"].reshape(64, 64).T + arrays["b2"], 0)
         for h in (h1, h2):
             smallest = min(smallest, kth_gaps(h, k).min(initial=np.inf))
-        if case.name == "relu-zero-ties":
-            assert ((h1 > 0).sum(axis=1) < k).all()
+        if case.name == "relu-zero-ties":  # the first layer is cut; the second then ties at 0 across the k-th place
+            assert ((h1 > 0).sum(axis=1) > k).all() and ((h2 > 0).sum(axis=1) < k).all()
     for case, arrays in cases_of(pack, "gpt2_mlp_topk"):
         tokens, k = case.params["batch"] * case.params["T"], case.params["k"]
         if k < 192:
@@ -187,6 +189,27 @@ def test_no_positive_ties_at_the_kth_place_and_the_tie_case_ties_at_zero(pack: A
             ordered = -np.sort(-norms, axis=1)  # per token, over the heads
             smallest = min(smallest, (ordered[:, k - 1] - ordered[:, k]).min())
     assert smallest > 1e-9, smallest
+
+
+def test_the_dense_pass_fails_every_case_but_the_dense_ones(pack: Assignment, reference: ModuleType) -> None:
+    """A top-k that is computed but never applied is the dense pass: its outputs (the gold at k = width) are off by
+    far more than the tolerance on every case with k < width, the held-out accuracy's among them."""
+    dense_cases = []
+    for kernel, width in WIDTHS.items():
+        for case, arrays in cases_of(pack, kernel):
+            gold = getattr(reference, kernel)(**arrays, **case.params)
+            dense = getattr(reference, kernel)(**arrays, **{**case.params, "k": width})
+            (name,) = gold
+            if case.params["k"] >= width:
+                dense_cases.append(case.name)
+                np.testing.assert_array_equal(gold[name], dense[name])
+            else:
+                assert np.abs(gold[name] - dense[name]).max() > 1e-3, (kernel, case.name)
+    assert dense_cases == ["dense-batch-1", "dense-one-token", "all-heads"]  # k = width: one per kernel
+    (case, arrays), = cases_of(pack, "classifier_accuracy")
+    gold = reference.classifier_accuracy(**arrays, **case.params)["accuracy"]
+    dense = reference.classifier_accuracy(**{**arrays, "ks": np.full_like(arrays["ks"], 64)}, **case.params)
+    assert np.abs(gold - dense["accuracy"]).max() > 0.1
 
 
 def test_held_out_labels_do_not_hang_on_rounding(pack: Assignment, reference: ModuleType) -> None:
@@ -244,6 +267,16 @@ def test_template_scores_zero_and_says_topk_is_yours_to_write(pack: Assignment, 
 @pytest.mark.parametrize("sample", variant_params(PACK))
 def test_each_sample_fails_exactly_its_expected_cases(sample: Sample, graded: Graded) -> None:
     assert_expected_verdicts(graded(sample), sample)
+
+
+@needs_torch
+def test_a_top_k_computed_and_never_applied_passes_only_the_dense_cases(graded: Graded, pack: Assignment) -> None:
+    result = graded(sample_named(pack, "mutant-topk-computed-not-applied"))
+    for kernel in result.kernels:
+        width = WIDTHS.get(kernel.name, 0)  # the accuracy's one case has ks below the width
+        assert [c.name for c in kernel.cases if c.passed] == \
+            [c.name for c in pack.kernel(kernel.name).cases if c.params.get("k", 0) >= width > 0], kernel.name
+    assert result.score < 0.15 * result.max_score
 
 
 @needs_torch

@@ -220,7 +220,7 @@ def grown(rng: np.random.Generator, n_inputs: int, n_nodes: int, first_output: i
 
 def make_inputs(kernel: str, case: dict[str, int | float | str], rng: np.random.Generator) -> dict[str, np.ndarray]:
     """The case's graph (`graph`: its shape) as ops, left, right and values; every kernel takes the same four."""
-    if kernel not in ("gradients", "backward_again", "reverse_mode_evidence"):
+    if kernel not in ("gradients", "node_derivatives", "backward_again", "reverse_mode_evidence"):
         raise KeyError(f"autodiff-reverse has no kernel {kernel!r}")
     n_inputs, n_nodes = int(case["n_inputs"]), int(case["n_nodes"])
     shape = str(case["graph"])

@@ -65,6 +65,13 @@ def gradients(ops: np.ndarray, left: np.ndarray, right: np.ndarray, values: np.n
     return {"grads": adjoints(ops, left, right, values)[:n_inputs]}
 
 
+def node_derivatives(ops: np.ndarray, left: np.ndarray, right: np.ndarray, values: np.ndarray,
+                     **_) -> dict[str, np.ndarray]:
+    """d output / d node for every node: the inputs', the intermediate nodes', output's own (1); 0 for a node the
+    output does not depend on (a dead branch keeps the 0 it starts with on a fresh graph)."""
+    return {"derivatives": adjoints(ops, left, right, values)}
+
+
 def backward_again(ops: np.ndarray, left: np.ndarray, right: np.ndarray, values: np.ndarray, n_inputs: int,
                    **_) -> dict[str, np.ndarray]:
     """Whatever came before (forward calls, a first backward, nodes added since), the last backward's answer:

@@ -9,11 +9,19 @@ full-batch Adam, a few seconds on a CPU, no PyTorch in the grader's process), an
 case's weights are the same trained classifier; each case draws its own inputs from the task with the case's seed
 (a secret seed gives fresh held-out samples, never a different classifier).
 
+Top-k must change something: after ReLU a layer with k or fewer positive neurons is left as it is by a top-k
+(the zeros it drops were zeros), so on such inputs the top-k pass and the dense pass agree, and a submission that
+computes top-k but never applies it passes. The trained classifier's first layer has ~31 of 64 positive neurons
+(at most ~43), its second at most ~31: at k = 32 a sample drawn at random is often not cut at all. A case with
+`cut = 1` is made of inputs with more than k positive first-layer neurons, so that every input's top-k logits
+differ from its dense ones; tests/test_contextual_sparsity_pack.py checks that every case with k < width does.
+
 Ties: after ReLU many hidden values are exactly 0. A tie at 0 across the k-th place is harmless (keeping a 0 or
-zeroing it gives the same next layer), so any correct top-k passes there; the `relu-zero-ties` case is made of inputs
-with fewer than k positive neurons in the first hidden layer on purpose. Ties among positive values have probability
-0 for these continuous inputs; tests/test_contextual_sparsity_pack.py measures the smallest gap between the k-th
-and (k+1)-th values over every case (it must be far above float64 rounding).
+zeroing it gives the same next layer), so any correct top-k passes there; the `relu-zero-ties` case (`ties = 1`) is
+made of inputs whose first layer is cut and whose second layer then has fewer than k positive neurons, on purpose.
+Ties among positive values have probability 0 for these continuous inputs; tests/test_contextual_sparsity_pack.py
+measures the smallest gap between the k-th and (k+1)-th values over every case (it must be far above float64
+rounding).
 
 The GPT-2 MLP block (c_fc: C -> 4C, GELU tanh, c_proj: 4C -> C, GPT-2's initialisation: normal, std 0.02) has
 random weights from the case's seed: it checks the mechanism, not an accuracy. So does the causal self-attention
@@ -111,15 +119,19 @@ def classifier_weights(cache_dir: Path | None = None) -> dict[str, np.ndarray]:
     return {name: np.load(folder / f"{name}.npy") for name in WEIGHT_NAMES}
 
 
-def zero_tie_inputs(rng: np.random.Generator, weights: dict[str, np.ndarray], n: int, k: int) -> np.ndarray:
-    """n inputs with fewer than k positive neurons in the first hidden layer: 0s tie across the k-th place. Samples
-    of the task pushed away from the data (scaled by -1.5) leave most first-layer neurons at 0."""
+def cut_inputs(rng: np.random.Generator, weights: dict[str, np.ndarray], n: int, k: int,
+               ties: bool = False) -> np.ndarray:
+    """n samples of the task with more than k positive neurons in the first hidden layer (its top-k drops positive
+    outputs: the top-k pass differs from the dense one); with `ties`, also fewer than k positive neurons in the second
+    layer after that cut, so that its 0s tie across the k-th place."""
     found: list[np.ndarray] = []
     while len(found) < n:
         x, _ = draw_samples(rng, 256)
-        x = -1.5 * x
-        positive = (x @ weights["w1"].T + weights["b1"] > 0).sum(axis=1)
-        found.extend(x[positive < k])
+        h1 = np.maximum(x @ weights["w1"].T + weights["b1"], 0.0)
+        kth = -np.sort(-h1, axis=1)[:, k - 1:k]  # no positive ties: the k largest are those >= the k-th
+        h2 = np.maximum(np.where(h1 >= kth, h1, 0.0) @ weights["w2"].T + weights["b2"], 0.0)
+        keep = ((h1 > 0).sum(axis=1) > k) & (((h2 > 0).sum(axis=1) < k) if ties else True)
+        found.extend(x[keep])
     return np.array(found[:n])
 
 
@@ -131,8 +143,8 @@ def make_inputs(kernel: str, params: dict, rng: np.random.Generator) -> dict[str
             x, labels = draw_samples(rng, params["n"])
             ks = np.array([WIDTH // 16, WIDTH // 8, WIDTH // 4, WIDTH // 2, WIDTH], dtype=np.int32)
             return {"x": x.reshape(-1), "labels": labels, "ks": ks, **arrays}
-        if params.get("ties"):
-            x = zero_tie_inputs(rng, weights, params["batch"], params["k"])
+        if params.get("cut"):
+            x = cut_inputs(rng, weights, params["batch"], params["k"], ties=bool(params.get("ties")))
         else:
             x, _ = draw_samples(rng, params["batch"])
         return {"x": x.reshape(-1), **arrays}

@@ -110,6 +110,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         evidence_penalty=evidence_penalty,
         variant_only=read.get("variant_only", bool, False),
         functions=tuple(dict.fromkeys(functions)),
+        hints=read.strings("hints", ()),
     )
 
 

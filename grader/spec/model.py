@@ -150,6 +150,9 @@ class Kernel:
     # The spec's `sources` as written: per entry, its alternatives in order (a path, or a glob such as `src/*.cpp`),
     # of which a checkout's first present one is used (`grader.sources`). (): each of `sources` alone.
     source_entries: tuple[tuple[str, ...], ...] = ()
+    # What a failed comparison of this kernel usually means, in the pack's own terms (its `hints`): the reports give
+    # these instead of the generic pattern hints, which are about array kernels (strides, tiles).
+    hints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.base:

@@ -1,0 +1,14 @@
+"""The course's example: y = log(x1) + x1 x2 - sin(x2) at (2, 5), forward mode then my reverse mode."""
+
+from simpleautodiff import *
+
+Node.verbose = True
+x1 = Node(2)
+x2 = Node(5)
+y = sub(add(log(x1), mul(x1, x2)), sin(x2))
+
+for x in (x1, x2):
+    forward(x)
+    print("forward: dy/d%s = %g" % (x.name, y.partial_derivative))
+
+print("backward:", backward(y))
