@@ -42,13 +42,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    named = load_assignment(arguments.assignment) if arguments.assignment else None
-    marked = None if named else assignment_file(arguments.path)
-    if marked is not None:
-        root, assignment = marked.parent, assignment_named_in(marked)
-    else:
-        root = repository_root(arguments.path, [named] if named else list_assignments())
-        assignment = named or recognise(root)
+    root, assignment, marked = chosen(arguments.path, arguments.assignment)
     preflight(assignment)
     console = Console()
     if root.resolve() != arguments.path.resolve():
@@ -64,6 +58,17 @@ def run(arguments: argparse.Namespace) -> int:
     write_reports(result, arguments)
     # Compiled but not run (no GPU here) is not a failure of the code: the compile feedback is all there is.
     return 1 if any(k.status.is_failure_of_student_code for k in result.kernels) else 0
+
+
+def chosen(path: Path, name: str | None) -> tuple[Path, Assignment, Path | None]:
+    """The folder to check for `path`, its assignment, and the ASSIGNMENT_FILE that named it (None where `name`, the
+    --assignment given, or the files did)."""
+    named = load_assignment(name) if name else None
+    marked = None if named else assignment_file(path)
+    if marked is not None:
+        return marked.parent, assignment_named_in(marked), marked
+    root = repository_root(path, [named] if named else list_assignments())
+    return root, named or recognise(root), None
 
 
 def assignment_file(path: Path) -> Path | None:
