@@ -15,16 +15,21 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import git
 import pytest
 
+from grader.cli.check import ASSIGNMENT_FILE, assignment_file, assignment_named_in, chosen
+from grader.errors import SubmissionError
+from grader.export.workflow import TEMPLATE_WORKFLOW, TORCH_CPU_INDEX, WORKFLOW, template_workflow
+from grader.sources import gather_sources
 from grader.spec import PROJECT_ROOT, Assignment, list_assignments, load_assignment
-from grader.targets import packages_to_install, target_of
+from grader.targets import target_of
+
+from test_cli import grader
 
 yaml = pytest.importorskip("yaml", reason="parses the workflow (pip install '.[test]')")
-WORKFLOW = PROJECT_ROOT / "ci" / "github" / "grade.yml"
 GITLAB = PROJECT_ROOT / "ci" / "gitlab" / ".gitlab-ci.yml"
 GPU_RUNNER = "[self-hosted, gpu]"
-INSTALL = "-m pip install --quiet --disable-pip-version-check $KERNEL_GRADER_PIP_SPEC"
 # Packs whose students' repositories run the workflow here: C++, and a python pack that installs scipy beside the
 # grader (autodiff-reverse's job differs only in `grader check`, which tests/test_cli.py runs on it).
 CPU_PACKS = ("flash-attention-cpu", "sparse-spmv-spgemm")
@@ -49,13 +54,6 @@ def substitute(text: str, variables: dict[str, str]) -> str:
         assert name in variables, f"the test does not know the expression {name!r}"
         return variables[name]
     return re.sub(r"\$\{\{\s*(.*?)\s*\}\}", value, text)
-
-
-def template_workflow(assignment: Assignment) -> str:
-    """The workflow a pack's student template carries: ci/github/grade.yml, on GitHub's hosted runner
-    where the pack's kernels need no GPU, installing the Python packages they import besides the grader's."""
-    text = WORKFLOW.read_text().replace(INSTALL, " ".join([INSTALL, *packages_to_install(assignment)]))
-    return text if target_of(assignment).needs_gpu else text.replace(f"runs-on: {GPU_RUNNER}", "runs-on: ubuntu-latest")
 
 
 def runs_step(condition: str, failed: bool) -> bool:
@@ -123,7 +121,7 @@ def student_repo(source: Path, destination: Path, assignment: Assignment) -> Pat
     repo = shutil.copytree(source, destination, dirs_exist_ok=True)
     workflows = repo / ".github" / "workflows"
     workflows.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(assignment.template_dir / ".github" / "workflows" / "grade.yml", workflows / "grade.yml")
+    shutil.copyfile(assignment.template_dir / TEMPLATE_WORKFLOW, workflows / "grade.yml")
     return repo
 
 
@@ -132,6 +130,7 @@ def test_workflow_runs_on_push_on_a_self_hosted_gpu_runner() -> None:
     assert "push" in workflow["on"]
     (job,) = workflow["jobs"].values()
     assert {"self-hosted", "gpu"} <= set(job["runs-on"]) and f"runs-on: {GPU_RUNNER}\n" in WORKFLOW.read_text()
+    assert workflow["permissions"] == {"contents": "read", "checks": "write"}  # what checkout and the JUnit step use
     uses = [s["uses"].split("@")[0] for s in job["steps"] if "uses" in s]
     assert uses == ["actions/checkout", "mikepenz/action-junit-report", "actions/upload-artifact"]
     for step in job["steps"]:
@@ -142,13 +141,83 @@ def test_workflow_runs_on_push_on_a_self_hosted_gpu_runner() -> None:
 @pytest.mark.parametrize("assignment", [a.name for a in list_assignments()])
 def test_every_template_carries_the_workflow(assignment: str) -> None:
     pack = load_assignment(assignment)
-    copy = pack.template_dir / ".github" / "workflows" / "grade.yml"
+    copy = pack.template_dir / TEMPLATE_WORKFLOW
     assert copy.read_text() == template_workflow(pack), (
-        f"{copy} differs from {WORKFLOW}: copy it again (a CPU pack's with `runs-on: ubuntu-latest`)")
+        f"{copy} differs from what {WORKFLOW} gives for it: run `python3 -m grader.export.workflow`")
+
+
+HOSTED, GPU = "ubuntu-latest", ["self-hosted", "gpu"]
+GRADER_SPEC = "-e /course/kernel-grader"  # the repository variable KERNEL_GRADER_PIP_SPEC
+TORCH_CPU = f"--index-url {TORCH_CPU_INDEX} torch==2.13.0"
+# Each pack's template job: its runner, and the pip installs of its install step after the venv's, in order, on a
+# runner whose nvcc says CUDA 12.6. A pack added to assignments/ is added here, with what its students' CI needs.
+TEMPLATE_JOBS = {
+    "array-kernels-python": (HOSTED, [GRADER_SPEC]),
+    "autodiff-reverse": (HOSTED, [GRADER_SPEC]),
+    "contextual-sparsity": (HOSTED, [TORCH_CPU, GRADER_SPEC]),
+    "flash-attention-backward": (HOSTED, [GRADER_SPEC]),
+    "flash-attention-cpu": (HOSTED, [GRADER_SPEC]),
+    "gpt2-m1": (GPU, [GRADER_SPEC]),
+    "gpt2-m2": (GPU, [GRADER_SPEC]),
+    "gpt2-m3": (GPU, [GRADER_SPEC]),
+    "nanogpt-kvcache": (HOSTED, [TORCH_CPU, GRADER_SPEC]),
+    "nanogpt-kvcache-cuda": (GPU, [f"{GRADER_SPEC} torch==2.13.0"]),  # PyPI's torch: the CUDA build
+    "sparse-spmv-spgemm": (HOSTED, [f"{GRADER_SPEC} scipy"]),
+    "sparse-spmv-spgemm-cupy": (GPU, ["cupy-cuda12x", f"{GRADER_SPEC} scipy"]),
+    "tiled-matmul": (GPU, [GRADER_SPEC]),
+}
+
+
+def test_every_pack_says_what_its_template_job_needs() -> None:
+    assert sorted(TEMPLATE_JOBS) == sorted(a.name for a in list_assignments()), (
+        "a pack added or removed: say in TEMPLATE_JOBS the runner and pip installs its template's workflow needs")
+
+
+def pip_installs_of(step: dict, tmp_path: Path) -> list[str]:
+    """What the install step asks pip for, each call's arguments after `pip install --quiet
+    --disable-pip-version-check`: the step run by bash with stand-ins for python3 (its venv's python logs each
+    call; nothing is installed) and for a CUDA 12.6 runner's nvcc."""
+    stand_ins, log = tmp_path / "bin", tmp_path / "pip.log"
+    stand_ins.mkdir()
+    (stand_ins / "python3").write_text(f"""#!/bin/bash
+[ "$1 $2" = "-m venv" ] || exit 3
+mkdir -p "${{@: -1}}/bin"
+printf '#!/bin/bash\\necho "$*" >> {log}\\n' > "${{@: -1}}/bin/python"
+chmod +x "${{@: -1}}/bin/python"
+""")
+    (stand_ins / "nvcc").write_text("#!/bin/bash\necho 'Cuda compilation tools, release 12.6, V12.6.85'\n")
+    for tool in stand_ins.iterdir():
+        tool.chmod(0o755)
+    env = {"PATH": f"{stand_ins}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path / "runner"),
+           "GITHUB_PATH": str(tmp_path / "github_path"), "KERNEL_GRADER_PIP_SPEC": GRADER_SPEC}
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    prefix = "-m pip install --quiet --disable-pip-version-check "
+    calls = log.read_text().splitlines()
+    assert all(call.startswith(prefix) for call in calls), calls
+    return [call.removeprefix(prefix) for call in calls]
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATE_JOBS))
+def test_a_templates_job_runs_where_its_pack_can_installs_what_it_imports_and_checks_its_pack(
+        name: str, tmp_path: Path) -> None:
+    pack = load_assignment(name)
+    runner, expected_installs = TEMPLATE_JOBS[name]
+    workflow = load(pack.template_dir / TEMPLATE_WORKFLOW)
+    # action-junit-report writes a check run: a read-only default token would fail the step, and with it the job.
+    assert workflow["permissions"] == {"contents": "read", "checks": "write"}
+    (job,) = workflow["jobs"].values()
+    assert job["runs-on"] == runner
+    steps = {s.get("name"): s for s in job["steps"]}
+    assert pip_installs_of(steps["Install the grader"], tmp_path) == expected_installs
+    # Named, not recognised: a GPU pack's template holds its CPU base's files.
+    assert re.search(rf"^grader check \. -a {re.escape(name)} ", steps["Check the public cases"]["run"], re.M)
+    assert (runner == GPU) == target_of(pack).needs_gpu
 
 
 def test_a_cpu_assignments_workflow_runs_on_a_hosted_runner_and_a_gpu_ones_on_its_own() -> None:
-    runners = {a.name: load(a.template_dir / ".github" / "workflows" / "grade.yml")["jobs"]["check"]["runs-on"]
+    runners = {a.name: load(a.template_dir / TEMPLATE_WORKFLOW)["jobs"]["check"]["runs-on"]
                for a in list_assignments()}
     assert runners["flash-attention-cpu"] == "ubuntu-latest"
     assert runners["gpt2-m1"] == runners["gpt2-m2"] == ["self-hosted", "gpu"]
@@ -243,3 +312,76 @@ def test_the_template_readme_installs_the_grader_and_checks_in_two_commands(tmp_
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert f"checking {repo} (the repository's root)" in checked.stdout
     assert "never written" in checked.stdout and "flash_attention" in checked.stdout
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATE_JOBS))
+def test_every_template_readme_installs_what_its_pack_needs_and_checks_in_two_commands(name: str) -> None:
+    pack = load_assignment(name)
+    # The handout keeps the starting repository's own name for its readme (simpleautodiff's is readme.md).
+    readme = next(p for p in sorted(pack.template_dir.iterdir()) if p.name.lower() == "readme.md")
+    install, check = readme_commands(readme)
+    assert check == "~/.kernel-grader/bin/grader check"
+    venv, *calls = install.split(" && ")
+    assert venv == "python3 -m venv --system-site-packages ~/.kernel-grader"
+    prefix = "~/.kernel-grader/bin/python -m pip install "
+    assert calls and all(c.startswith(prefix) for c in calls), calls
+    (spec,) = re.findall(r'-e "git\+\S+#egg=kernel-grader"', install)
+    asked = [c.removeprefix(prefix).replace(spec, GRADER_SPEC) for c in calls]
+    # What the template's workflow installs, the grader's call maybe holding a GPU package the workflow names for
+    # the runner's CUDA: the same packages, torch's CPU build from the same index.
+    expected = TEMPLATE_JOBS[name][1]
+    assert sorted(" ".join(asked).split()) == sorted(" ".join(expected).split())
+    assert all((TORCH_CPU_INDEX in call) == (TORCH_CPU in expected) for call in asked if "torch==" in call)
+
+
+def test_every_template_names_its_pack_in_a_file_no_build_takes_for_a_source() -> None:
+    for pack in list_assignments():
+        file = pack.template_dir / ASSIGNMENT_FILE
+        assert assignment_named_in(file).name == pack.name, file
+        built = {f.path for k in gather_sources(pack, pack.template_dir).kernels for f in k.files}
+        assert built and not any(Path(f).name == ASSIGNMENT_FILE for f in built), (pack.name, built)
+
+
+def test_a_gpu_template_is_checked_as_its_own_pack_never_its_cpu_base(tmp_path: Path, cache_dir: Path) -> None:
+    gpu, cpu = load_assignment("sparse-spmv-spgemm-cupy"), load_assignment("sparse-spmv-spgemm")
+    repo = shutil.copytree(gpu.template_dir, tmp_path / "repo")
+    git.Repo.init(repo)
+    # From a subfolder, the file at the repository's root names the pack (compiled only where there is no GPU).
+    checked = grader("check", "--kernels", "spmv", cwd=repo / "kernels", cache_dir=cache_dir)
+    assert checked.returncode in (0, 1) and "Traceback" not in checked.stderr, checked.stdout + checked.stderr
+    assert f"{gpu.title} (public cases)" in checked.stdout and cpu.title not in checked.stdout
+    assert f"assignment {gpu.name}, as {ASSIGNMENT_FILE} names it" in checked.stdout
+    assert chosen(repo / "kernels", None) == (repo, gpu, repo / ASSIGNMENT_FILE)
+    # --assignment still wins: the CPU half, on the same files.
+    assert chosen(repo / "kernels", cpu.name) == (repo, cpu, None)
+    # Without the file the files are recognised, as before: they are the CPU base's.
+    (repo / ASSIGNMENT_FILE).unlink()
+    assert chosen(repo / "kernels", None) == (repo, cpu, None)
+
+
+def test_a_file_naming_an_unknown_assignment_is_one_error_naming_the_file(tmp_path: Path, cache_dir: Path) -> None:
+    repo = shutil.copytree(load_assignment("flash-attention-cpu").reference_dir, tmp_path / "repo")
+    git.Repo.init(repo)
+    (repo / ASSIGNMENT_FILE).write_text('assignment = "gpt5"\n')
+    unknown = grader("check", cwd=repo / "src", cache_dir=cache_dir)
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
+    message = " ".join(unknown.stderr.split())
+    assert f"{repo / ASSIGNMENT_FILE}: no assignment named 'gpt5'" in message and "--assignment" in message
+    (repo / ASSIGNMENT_FILE).write_text("assignment = flash\n")
+    with pytest.raises(SubmissionError, match=f"{re.escape(str(repo / ASSIGNMENT_FILE))}: not readable as TOML"):
+        assignment_named_in(repo / ASSIGNMENT_FILE)
+    # A file above the repository's root is not the repository's.
+    (repo / ASSIGNMENT_FILE).rename(tmp_path / ASSIGNMENT_FILE)
+    assert assignment_file(repo / "src") is None and assignment_file(tmp_path) == tmp_path / ASSIGNMENT_FILE
+
+
+def test_the_readme_sets_up_in_a_venv_first() -> None:
+    """A stock Debian or Ubuntu python refuses a system-wide `pip install` (externally-managed-environment)."""
+    section = (PROJECT_ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    commands = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    assert commands[0] == "python3 -m venv .venv && . .venv/bin/activate"
+    assert commands[1:] == ["python3 -m pip install -e . && grader demo",
+                            "python3 -m pip install -e '.[test]' && python3 -m pytest -n auto --dist loadgroup"]
+    # .ci/run runs that test command (its own install line aside).
+    assert "python3 -m pytest -q -ra -n auto --dist loadgroup" in (PROJECT_ROOT / ".ci" / "run").read_text()

@@ -1,0 +1,84 @@
+"""A pack's template CI workflow (`template/.github/workflows/grade.yml`): the course's ci/github/grade.yml made
+that pack's.
+
+ci/github/grade.yml runs `grader check` on a self-hosted GPU runner. A template's copy says, for its pack: GitHub's
+hosted runner where its kernels need no GPU; the Python packages its harnesses import, installed beside the grader
+(scipy; torch from PyTorch's CPU wheel index where there is no GPU, PyPI's being the multi-GB CUDA build; CuPy's
+wheel for the runner's CUDA); and `-a NAME`, so that a GPU pack's template, which holds its CPU base's files, is
+never checked as that base.
+
+    python3 -m grader.export.workflow    writes every pack's copy (tests/test_ci_workflow.py says when one is stale)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.spec import PROJECT_ROOT, Assignment, list_assignments
+from grader.targets import GPU_PACKAGES, packages_to_install, target_of
+
+WORKFLOW = PROJECT_ROOT / "ci" / "github" / "grade.yml"
+TEMPLATE_WORKFLOW = Path(".github") / "workflows" / "grade.yml"  # in a pack's template/
+GPU_RUNNER = "runs-on: [self-hosted, gpu]"
+HOSTED_RUNNER = "runs-on: ubuntu-latest"
+PIP = '"$RUNNER_TEMP/kernel-grader/bin/python" -m pip install --quiet --disable-pip-version-check'
+GRADER_INSTALL = f"{PIP} $KERNEL_GRADER_PIP_SPEC"
+CHECK = "grader check . --markdown"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+INDENT = " " * 10  # a line of the install step's `run: |` block
+
+
+@dataclass(frozen=True)
+class Installs:
+    """What a machine set up to check a pack installs besides the grader, by where each comes from."""
+
+    with_grader: tuple[str, ...]  # from PyPI, in the grader's own pip install (scipy; a GPU pack's torch)
+    torch_cpu: tuple[str, ...]  # from PyTorch's CPU wheel index: a CPU pack's torch, on a machine with no GPU
+    cupy: bool  # CuPy, whose wheel is named for the machine's CUDA major version (cupy-cuda12x, cupy-cuda13x)
+
+
+def installs(assignment: Assignment) -> Installs:
+    """The packages `assignment`'s harnesses import that installing the grader does not bring, by source."""
+    packages = packages_to_install(assignment)
+    torch = () if target_of(assignment).needs_gpu else tuple(p for p in packages if p.split("=")[0] == "torch")
+    return Installs(tuple(p for p in packages if p not in torch), torch,
+                    any(p.split(".")[0] in GPU_PACKAGES for p in assignment.python_packages))
+
+
+def template_workflow(assignment: Assignment) -> str:
+    """ci/github/grade.yml as `assignment`'s template carries it."""
+    text = WORKFLOW.read_text()
+    needed = installs(assignment)
+    lines = []
+    if needed.torch_cpu:
+        lines += ["# PyTorch's CPU build: PyPI's torch is the multi-GB CUDA one, of no use without a GPU.",
+                  f"{PIP} --index-url {TORCH_CPU_INDEX} {' '.join(needed.torch_cpu)}"]
+    if needed.cupy:
+        lines += ["# CuPy's wheel is named for the CUDA major version (cupy-cuda12x, cupy-cuda13x): nvcc's says which.",
+                  "cuda_major=$(nvcc --version | sed -n 's/.*release \\([0-9]*\\)\\..*/\\1/p')",
+                  f'{PIP} "cupy-cuda${{cuda_major:?nvcc names no CUDA release}}x"']
+    lines.append(" ".join([GRADER_INSTALL, *needed.with_grader]))
+    text = _replace_once(text, f"{INDENT}{GRADER_INSTALL}\n", "".join(f"{INDENT}{line}\n" for line in lines))
+    text = _replace_once(text, CHECK, CHECK.replace(" .", f" . -a {assignment.name}"))
+    if not target_of(assignment).needs_gpu:
+        text = _replace_once(text, f"{GPU_RUNNER}\n", f"{HOSTED_RUNNER}\n")
+    return text
+
+
+def _replace_once(text: str, old: str, new: str) -> str:
+    if text.count(old) != 1:  # the course's workflow was edited where a template's copy differs from it
+        raise ValueError(f"{WORKFLOW}: expected {old.strip()!r} once, found it {text.count(old)} times")
+    return text.replace(old, new)
+
+
+def main() -> None:
+    for assignment in list_assignments():
+        path = assignment.template_dir / TEMPLATE_WORKFLOW
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template_workflow(assignment))
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
