@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
-from grader.report.hints import case_hints, kernel_hints
+from grader.report.hints import case_hints, forbidden_notes, kernel_hints
 from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Result, VariantResult
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
@@ -61,6 +62,7 @@ class KernelView:
     kernel: KernelResult
     hints: list[str]
     failed_cases: list[tuple[CaseResult, list[str]]]
+    notes: list[str] = dataclasses.field(default_factory=list)  # what costs nothing but is worth knowing
 
     @property
     def sanitizer(self) -> list[str]:
@@ -74,7 +76,7 @@ class KernelView:
 
 
 def kernel_views(result: Result) -> list[KernelView]:
-    return [KernelView(k, kernel_hints(k), [(c, case_hints(c)) for c in k.cases if not c.passed])
+    return [KernelView(k, kernel_hints(k), [(c, case_hints(c)) for c in k.cases if not c.passed], forbidden_notes(k))
             for k in result.kernels]
 
 
