@@ -182,16 +182,18 @@ def test_the_import_guard_records_what_runs_with_the_submissions_line_and_nothin
                                     "def from_pretrained():\n    import fractions\n"
                                     "def method():\n    return 'ab'.upper()\n"
                                     "class Own:\n    def upper(self):\n        return 1\n"
-                                    "def own_method():\n    return Own().upper()\n")
+                                    "def own_method():\n    return Own().upper()\n"
+                                    "def missing():\n    try:\n        import kg_not_installed\n"
+                                    "    except ImportError:\n        pass\n")
     code = """
 import fractions, json, sys
 from grader.boundary.python_device import ImportGuard
 guard = ImportGuard()
-guard.forbid(["fractions", "decimal"], ["upper"], sys.argv[1])
+guard.forbid(["fractions", "decimal", "kg_not_*"], ["upper"], sys.argv[1])
 sys.path.insert(0, sys.argv[1])
 import pkg.k
 seen = {}
-for how in ["statement", "dunder", "computed", "allowed", "method", "own_method"]:
+for how in ["statement", "dunder", "computed", "allowed", "method", "own_method", "missing"]:
     with guard.watching() as found:
         getattr(pkg.k, how)()
     seen[how] = [[u.name, u.file, u.line] for u in found]
@@ -207,6 +209,7 @@ print(json.dumps(seen))
     assert seen["computed"] == [["decimal", "pkg/k.py", 7]]
     assert seen["allowed"] == [] and seen["own_method"] == []  # the submission's own upper() is its code
     assert seen["method"] == [[".upper", "pkg/k.py", 13]]
+    assert seen["missing"] == []  # an import that failed loaded nothing
 
 
 def test_a_pack_adds_the_packages_its_harnesses_see(pack: Assignment) -> None:

@@ -118,7 +118,8 @@ class ImportGuard:
         finally:
             if stop is not None:
                 stop()
-            found += self._uses.values()
+            # An import that failed (a module not installed: `try: import torch`) loaded nothing: it does not count.
+            found += [u for u in self._uses.values() if u.name.startswith(METHOD_PREFIX) or u.name in sys.modules]
             self._uses = None
 
     def _watch_calls(self) -> Callable[[], None]:
