@@ -65,6 +65,9 @@ class Artifact:
     missing_symbols: tuple[str, ...] = ()
     # A kernel that accepts several names: which one its files define and the build calls, in words.
     function_found: str = ""
+    # What its files name that the forbidden patterns match, as (name, file, line), where only its run can tell
+    # whether it is used (a python kernel's imports and methods: the run's records decide, these are notes).
+    forbidden_named: tuple[tuple[str, str, int], ...] = ()
 
 
 @functools.cache
@@ -221,7 +224,12 @@ def _library_facts(assignment: Assignment, kernel: Kernel, folder: Path, saved: 
     if patterns not in forbidden:
         forbidden[patterns] = list(target.forbidden_in(library, kernel.forbidden_symbols))
         record["forbidden_by_patterns"] = forbidden
-    facts: dict[str, Any] = {"forbidden_symbols": tuple(forbidden[patterns])}
+    named = dict(record.get("named_by_patterns") or {})
+    if patterns not in named:
+        named[patterns] = [list(n) for n in target.forbidden_named(library, kernel.forbidden_symbols)]
+        record["named_by_patterns"] = named
+    facts: dict[str, Any] = {"forbidden_symbols": tuple(forbidden[patterns]),
+                             "forbidden_named": tuple((str(n), str(f), int(line)) for n, f, line in named[patterns])}
     variant = assignment.variant(kernel.variant) if kernel.variant else None
     if kernel.evidence or (variant is not None and (variant.evidence or variant.tensor_core_precisions)):
         if "evidence" not in record:  # cuobjdump: seconds on a big library, so only where a spec asks

@@ -63,6 +63,29 @@ class ScratchWritten:
 
 
 @dataclass(frozen=True)
+class ForbiddenUse:
+    """A module or method the assignment forbids, where the submission's code has it: seen running during a case's
+    call (`CaseResult.forbidden_used`), or only named by a file that never ran it (`KernelResult.forbidden_named`)."""
+
+    name: str  # a module ("scipy.linalg") or a method with its leading dot (".toarray"), as the spec's patterns are
+    file: str  # relative to the submission; "" where no line of it was on the stack
+    line: int
+
+    @property
+    def is_method(self) -> bool:
+        return self.name.startswith(".")
+
+    @property
+    def where(self) -> str:
+        """"kernels/k.py:19" ("" where it has no line)."""
+        return f"{self.file}:{self.line}" if self.file else ""
+
+
+def _uses(values: list[Any]) -> list[ForbiddenUse]:
+    return [u if isinstance(u, ForbiddenUse) else ForbiddenUse(**u) for u in values]
+
+
+@dataclass(frozen=True)
 class CaseResult:
     name: str
     public: bool
@@ -107,6 +130,8 @@ class CaseResult:
     # values of the same outputs, drawn beside them (where they differ, the student sees by how much and where).
     reported: dict[str, list[float | None]] = field(default_factory=dict)
     reported_gold: dict[str, list[float | None]] = field(default_factory=dict)
+    # What its call did that the assignment forbids, seen while it ran (a python kernel's imports and methods).
+    forbidden_used: list[ForbiddenUse] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CaseStatus(self.status))  # loaded JSON and callers may pass the string
@@ -114,6 +139,7 @@ class CaseResult:
                                                      for w in self.scratch_written])
         object.__setattr__(self, "margins_read", [m if isinstance(m, MarginRead) else MarginRead(**m)
                                                   for m in self.margins_read])
+        object.__setattr__(self, "forbidden_used", _uses(self.forbidden_used))
 
 
 @dataclass(frozen=True)
@@ -142,9 +168,13 @@ class KernelResult:
     check: str | None = None
     check_hints: list[str] = field(default_factory=list)  # what the check's failure says beyond its cases
     hints: list[str] = field(default_factory=list)  # the pack's own hints for this kernel (its spec's `hints`)
+    # Forbidden modules and methods its files name but that never ran while it was graded: they cost nothing, and
+    # the reports say so (a python kernel; `forbidden_symbols` holds what ran).
+    forbidden_named: list[ForbiddenUse] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", KernelStatus(self.status))
+        object.__setattr__(self, "forbidden_named", _uses(self.forbidden_named))
 
     @property
     def cases_passed(self) -> int:

@@ -15,7 +15,8 @@ import dataclasses
 from grader.build import Artifact
 from grader.compare import Verdict
 from grader.evidence import TILE_EVIDENCE, LibraryEvidence, tile_shortfall_words, tile_shortfalls
-from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, GroupResult, KernelResult, MarginRead,
+from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, ForbiddenUse, GroupResult, KernelResult,
+                            MarginRead,
                             Mismatch, ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
 from grader.sandbox import size_in_words
@@ -43,7 +44,7 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
                           device_ms=outcome.device_ms, params=_sizes(case),
                           while_loading=outcome.while_loading or None, limit=outcome.limit,
                           out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
-                          signal=outcome.signal, uncaught=outcome.uncaught)
+                          signal=outcome.signal, uncaught=outcome.uncaught, forbidden_used=_uses_of(outcome))
     first = verdict.first_mismatch
     passed, message = verdict.passed, verdict.message
     if outcome.inputs_modified:
@@ -68,8 +69,37 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         params=_sizes(case), out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
         signal=outcome.signal, scratch_written=[ScratchWritten(w.buffer, w.written, w.elements) for w in outcome.written],
         peak_extra_bytes=None if outcome.peak_extra_bytes is None else int(outcome.peak_extra_bytes),
-        reported=reported or {}, reported_gold=reported_gold or {}, **judged,
+        reported=reported or {}, reported_gold=reported_gold or {}, forbidden_used=_uses_of(outcome), **judged,
     )
+
+
+def _uses_of(outcome: CallOutcome) -> list[ForbiddenUse]:
+    return [ForbiddenUse(u.name, u.file, u.line) for u in outcome.forbidden]
+
+
+def forbidden_uses(cases: list[CaseResult]) -> list[ForbiddenUse]:
+    """What the kernel's calls did that the assignment forbids, each use once, in file and line order."""
+    return sorted({u for c in cases for u in c.forbidden_used}, key=lambda u: (u.file, u.line, u.name))
+
+
+def forbidden_words(uses: list[ForbiddenUse], kernel: str) -> str:
+    """The uses as a student reads them: "calls .toarray (at kernels/k.py:19, during spgemm's call)", "imports
+    scipy.linalg (at kernels/k.py:1, during axpy's call)"."""
+    parts = []
+    for verb, methods in (("calls", True), ("imports", False)):
+        for name in dict.fromkeys(u.name for u in uses if u.is_method == methods):
+            where = [u.where for u in uses if u.name == name and u.where]
+            at = f"at {', '.join(where)}, " if where else ""
+            parts.append(f"{verb} {name} ({at}during {kernel}'s call)")
+    return " and ".join(parts)
+
+
+def _named_only(artifact: Artifact, used: list[ForbiddenUse]) -> list[ForbiddenUse]:
+    """What the kernel's files name that the patterns forbid but never ran while it was graded (an import line that
+    ran counts as run, whichever module of it was recorded)."""
+    ran = {(u.name, u.file, u.line) for u in used if u.is_method} | {(u.file, u.line) for u in used if not u.is_method}
+    named = [ForbiddenUse(name, file, line) for name, file, line in artifact.forbidden_named]
+    return [n for n in named if ((n.name, n.file, n.line) if n.is_method else (n.file, n.line)) not in ran]
 
 
 def _sizes(case: Case) -> dict[str, int]:
@@ -85,24 +115,30 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     of its first crash or timeout. sanitizer: compute-sanitizer's reports on this kernel (a finding
     costs `sanitizer_penalty` of the weight).
     """
+    # Forbidden things found in the library (a C kernel's symbols), or seen while its calls ran (a python kernel's).
+    used = forbidden_uses(cases)
+    symbols = [*artifact.forbidden_symbols, *(f"{u.name} (at {u.where})" if u.where else u.name for u in used)]
+    what = " and ".join(part for part in (f"calls {', '.join(artifact.forbidden_symbols)}"
+                                          if artifact.forbidden_symbols else "", forbidden_words(used, kernel.name))
+                        if part)
     build = {"build_seconds": round(artifact.seconds, 3), "build_cached": artifact.cached,
-             "sanitizer": findings_of(sanitizer or []), "forbidden_symbols": list(artifact.forbidden_symbols),
-             "built_from": list(artifact.files), "log": log, "variant": kernel.variant, "hints": list(kernel.hints)}
+             "sanitizer": findings_of(sanitizer or []), "forbidden_symbols": symbols,
+             "built_from": list(artifact.files), "log": log, "variant": kernel.variant, "hints": list(kernel.hints),
+             "forbidden_named": _named_only(artifact, used)}
     if artifact.status == BuildStatus.COMPILE_ERROR:
         return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.COMPILE_ERROR, artifact.message, cases,
                             **build)
     passed = sum(c.passed for c in cases)
     ran = [c for c in cases if c.status.ran]
     if cases and not ran:
-        if artifact.forbidden_symbols:  # found in the library: no run is needed to say so
+        if symbols:  # found in the library: no run is needed to say so
             return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.FORBIDDEN,
-                                f"calls {', '.join(artifact.forbidden_symbols)}, which this assignment forbids "
-                                f"({cases[0].message})", cases, **build)
+                                f"{what}, which this assignment forbids ({cases[0].message})", cases, **build)
         return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus.NOT_RUN, cases[0].message, cases, **build)
     broken = next((c for c in cases if c.status.stopped_harness), None)
-    # A forbidden library is what is wrong first (a python harness refuses the import the build found, so every
-    # case fails on it): its status stays `forbidden`, and the crash is the first failed case's message.
-    if broken and not passed and not artifact.forbidden_symbols:
+    # A forbidden library is what is wrong first (the dense copy a forbidden .toarray made may be what ran out of
+    # memory): its status stays `forbidden`, and the crash is the first failed case's message.
+    if broken and not passed and not symbols:
         return KernelResult(kernel.name, 0.0, kernel.weight, KernelStatus(broken.status.value),
                             f"case '{broken.name}': {broken.message}", cases, **build)
     if kernel.partial_credit == "all_or_nothing":
@@ -110,11 +146,10 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     else:
         earned = kernel.weight * passed / len(cases)
     deductions = []
-    if artifact.forbidden_symbols:
+    if symbols:
         points = min(earned, kernel.weight * kernel.forbidden_penalty)
         outputs = "its outputs were correct" if passed == len(cases) else f"its outputs were correct in {passed} of {len(cases)} cases"
-        deductions.append(Deduction(f"calls {', '.join(artifact.forbidden_symbols)}, which this assignment forbids "
-                                    f"({outputs})", points))
+        deductions.append(Deduction(f"{what}, which this assignment forbids ({outputs})", points))
     notes = []
     if missing := _missing_technique(kernel, artifact):
         reason = f"{kernel.name} must show its technique: {missing}"
@@ -130,7 +165,7 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
         points = min(earned - sum(d.points for d in deductions), kernel.weight * kernel.sanitizer_penalty)
         deductions.append(Deduction(f"compute-sanitizer ({tools}) reported errors: {first}", max(0.0, points)))
     score = max(0.0, earned - sum(d.points for d in deductions))
-    status = KernelStatus.FORBIDDEN if artifact.forbidden_symbols else \
+    status = KernelStatus.FORBIDDEN if symbols else \
         KernelStatus.PASSED if passed == len(cases) and not (flagged and kernel.sanitizer_penalty > 0) \
         and score >= earned - 1e-9 else KernelStatus.FAILED
     first_failure = next((c for c in cases if not c.passed), None)

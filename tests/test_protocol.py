@@ -11,8 +11,8 @@ import pytest
 
 from grader.boundary.cpp_device import HostDevice
 from grader.boundary.harness import allocate
-from grader.boundary.protocol import (MARGIN_BYTES, BufferArgument, Ended, EndStatus, Event, Plan, ScalarArgument,
-                                      new_event, parse_event)
+from grader.boundary.protocol import (MARGIN_BYTES, BufferArgument, Ended, EndStatus, Event, ForbiddenUse, Plan,
+                                      ScalarArgument, new_event, parse_event)
 from grader.build import build_submission
 from grader.cases import Seed, prepare_inputs
 from grader.runner import Call, run_calls
@@ -60,6 +60,16 @@ def test_a_torn_nested_or_non_object_line_is_no_event() -> None:
     assert parse_event(b'{"event": "sta') is None
     assert parse_event(b"[1, 2]") is None
     assert parse_event(b"[" * 100_000 + b"]" * 100_000) is None  # deep enough to exhaust json's recursion
+
+
+def test_an_end_carries_the_forbidden_uses_and_drops_what_the_harness_never_writes() -> None:
+    use = ForbiddenUse(".toarray", "kernels/scipy_sparse.py", 19)
+    event = json.loads(json.dumps(Ended(EndStatus.OK, 1.0, forbidden=(use,)).fields()))
+    assert Ended.read(event) == Ended(EndStatus.OK, 1.0, forbidden=(use,))
+    forged = {**event, "forbidden": [{"name": ".A", "file": "k.py", "line": True}, {"name": 3}, "torch",
+                                     {"name": "torch", "file": "k.py", "line": 4}]}
+    assert Ended.read(forged).forbidden == (ForbiddenUse("torch", "k.py", 4),)
+    assert Ended.read({"status": "ok"}).forbidden == ()  # a harness of before: none
 
 
 def ended(*events: dict, reason: str = "exited with status 0", signal: str | None = None) -> HarnessExit:

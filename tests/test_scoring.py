@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from grader.build import Artifact
-from grader.results import CaseResult
+from grader.results import CaseResult, ForbiddenUse
 from grader.scoring import case_result, score_kernel
 from grader.spec import load_assignment
 from grader.status import CaseStatus
@@ -95,3 +95,21 @@ def test_a_cases_facts_travel_as_fields_beside_the_words() -> None:
     assert wrote.status is CaseStatus.FAILED and not wrote.passed and wrote.signal is None
     assert wrote.out_of_bounds == ["8 element(s) past the end of O"] and wrote.inputs_modified == ["Q"]
     assert "wrote out of bounds: 8 element(s) past the end of O" in wrote.message  # the words stay for people
+
+
+def test_a_forbidden_use_seen_in_a_run_costs_the_penalty_and_one_only_named_is_a_free_note() -> None:
+    """A python kernel: the library says nothing (no symbols); its cases' records say what ran, its build what is
+    named. The line that ran is no note; the helper's line that never ran is."""
+    named = dataclasses.replace(BUILT, forbidden_named=((".toarray", "kernels/k.py", 6), (".toarray", "kernels/k.py",
+                                                                                           19), ("torch", "kernels/k.py", 2)))
+    ran = [dataclasses.replace(c, forbidden_used=[ForbiddenUse(".toarray", "kernels/k.py", 6)])
+           for c in cases(["passed"] * 5 + ["crashed"])]
+    half = score_kernel(dataclasses.replace(KERNEL, forbidden_penalty=0.5), named, ran)
+    assert half.status == "forbidden" and half.score == round(2.0 * 5 / 6 - 1.0, 6)
+    assert half.forbidden_symbols == [".toarray (at kernels/k.py:6)"]
+    assert half.deductions[0].reason == ("calls .toarray (at kernels/k.py:6, during flash_attention's call), which "
+                                         "this assignment forbids (its outputs were correct in 5 of 6 cases)")
+    assert [(u.name, u.line) for u in half.forbidden_named] == [(".toarray", 19), ("torch", 2)]
+    clean = score_kernel(KERNEL, named, cases(["passed"] * 6))
+    assert clean.status == "passed" and clean.score == 2.0 and clean.forbidden_symbols == []
+    assert len(clean.forbidden_named) == 3

@@ -5,24 +5,28 @@ too large to be dense; and the python target's rule that a pack naming cupy need
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from grader.boundary.timing_statistics import Summary
 from grader.device import unavailable_reason
 from grader.options import Options
 from grader.pipeline import grade
 from grader.report.density import CPU, GPU, DensityPoint, crossovers, render
-from grader.report.hints import kernel_hints
+from grader.report import markdown, terminal
+from grader.report.hints import forbidden_notes, kernel_hints
+from grader.results import Result
 from grader.report.scaling import memory_growths
 from grader.samples import Sample, compose, variants
 from grader.spec import Assignment, load_assignment, shape_of
-from grader.status import TimingStatus
+from grader.status import CaseStatus, TimingStatus
 from grader.targets import python_build, target_of
-from grader.targets.python import forbidden_methods, import_patterns
+from grader.targets.python import import_patterns, named_methods
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.run import time_submission
 from grader.timing.spec import parse_timing
@@ -96,13 +100,12 @@ def test_the_samples_cover_the_issues_mutants(cpu_pack: Assignment) -> None:
 
 
 @pytest.mark.parametrize("name, kernel, found", [
-    ("course-spmv-toarray", "spmv", [".toarray (used at kernels/scipy_sparse.py:6)"]),
-    ("course-spgemm-todense", "spgemm", [".todense (used at kernels/scipy_sparse.py:10)",
-                                         ".todense (used at kernels/scipy_sparse.py:11)"]),
+    ("course-spmv-toarray", "spmv", [".toarray (at kernels/scipy_sparse.py:6)"]),
+    ("course-spgemm-todense", "spgemm", [".todense (at kernels/scipy_sparse.py:10)",
+                                         ".todense (at kernels/scipy_sparse.py:11)"]),
 ])
-def test_a_dense_conversion_is_named_with_file_and_line_and_costs_the_penalty(name: str, kernel: str,
-                                                                              found: list[str], cpu_graded: Graded,
-                                                                              cpu_pack: Assignment) -> None:
+def test_a_dense_conversion_that_runs_is_named_with_file_and_line_and_costs_the_penalty(
+        name: str, kernel: str, found: list[str], cpu_graded: Graded, cpu_pack: Assignment) -> None:
     sample = sample_named(cpu_pack, name)
     lines = (sample.folder / "kernels" / "scipy_sparse.py").read_text().splitlines()
     for entry in found:  # the line named is the one that converts
@@ -110,11 +113,40 @@ def test_a_dense_conversion_is_named_with_file_and_line_and_costs_the_penalty(na
         assert entry.split()[0] in lines[line - 1], (entry, lines[line - 1])
     result = kernel_of(cpu_graded(sample), kernel)
     assert result.forbidden_symbols == found
-    assert result.score == 0 and result.deductions and "which this assignment forbids" in result.message
+    method = found[0].split()[0]
+    where = ", ".join(entry.split("(at ")[1].rstrip(")") for entry in found)
+    assert result.score == 0 and result.deductions
+    assert f"calls {method} (at {where}, during {kernel}'s call), which this assignment forbids" in result.message
     assert kernel_hints(result) == [f"This assignment forbids {', '.join(found)}: do the work without "
                                     f"{'it' if len(found) == 1 else 'them'}."]
+    # Recorded in every case whose harness lived to report it, one that ran out of memory dense included (a time-out
+    # kills the harness, and with it the record of its case).
+    assert all(c.forbidden_used and {u.name for u in c.forbidden_used} == {method}
+               for c in result.cases if c.status != CaseStatus.TIMEOUT)
+    assert result.forbidden_named == []  # every line that names it ran
     # The runs still happen: the small cases are right, the largest ones crash on the dense allocation.
     assert sum(c.passed for c in result.cases) == len(result.cases) - 2
+
+
+def test_a_dense_conversion_never_called_costs_nothing_and_is_noted(cpu_graded: Graded,
+                                                                    cpu_pack: Assignment) -> None:
+    sample = sample_named(cpu_pack, "course-uncalled-toarray-helper")
+    line = next(i for i, text in enumerate((sample.folder / "kernels" / "scipy_sparse.py").read_text().splitlines(),
+                                           1) if ".toarray()" in text)
+    result = cpu_graded(sample)
+    assert result.score == result.max_score == 2
+    note = (f"kernels/scipy_sparse.py:{line} names .toarray, which this assignment forbids; it never ran during "
+            "grading, so it costs nothing")
+    for kernel in result.kernels:
+        assert kernel.status == "passed" and kernel.forbidden_symbols == [] and not kernel.deductions, kernel.message
+        assert [(u.name, u.file, u.line) for u in kernel.forbidden_named] == \
+            [(".toarray", "kernels/scipy_sparse.py", line)]
+        assert forbidden_notes(kernel) == [note]
+    assert note in markdown.render(result)
+    console = Console(width=100, record=True, file=io.StringIO())
+    terminal.render(result, console)
+    assert " ".join(console.export_text().split()).count(note) == 2  # one per kernel
+    assert Result.from_json(result.to_json()) == result
 
 
 def test_the_case_too_large_to_be_dense_fits_sparse_and_fails_dense(cpu_pack: Assignment, cpu_graded: Graded) -> None:
@@ -146,10 +178,10 @@ def test_the_build_records_every_attribute_with_file_and_line(tmp_path: Path) ->
     errors, _, attributes = python_build.check({"file": "k/a.py", "function": "f"}, set(files), str(tmp_path))
     assert errors == []
     named = [(str(n), str(p), int(line)) for n, p, line in attributes]
-    found = forbidden_methods(named, (".toarray", ".todense", ".A", "numpy"))
+    found = named_methods(named, (".toarray", ".todense", ".A", "numpy"))
     # A method named without a call is found too (the `.A` property, not `.Abs`); a file the kernel never imports
-    # costs nothing.
-    assert found == (".todense (used at k/a.py:3)", ".A (used at k/b.py:2)", ".toarray (used at k/b.py:2)")
+    # is not read.
+    assert found == [(".todense", "k/a.py", 3), (".A", "k/b.py", 2), (".toarray", "k/b.py", 2)]
     assert import_patterns((".toarray", "torch", ".to*")) == ("torch",)
 
 

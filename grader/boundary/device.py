@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from grader.boundary.protocol import Argument
+    from grader.boundary.protocol import Argument, ForbiddenUse
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class Completion:
     # The device memory the call took beyond what was allocated before it, where the target's allocator counts it
     # (torch's CUDA allocator: torch.cuda.max_memory_allocated after a reset); None elsewhere.
     peak_device_bytes: int | None = None
+    # What the call did that the assignment forbids, where the target watches the code run (the python target's
+    # imports and methods); a target that finds it in the library instead (nm) leaves it empty.
+    forbidden: tuple[ForbiddenUse, ...] = ()
 
 
 class Device(Protocol):

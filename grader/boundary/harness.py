@@ -232,14 +232,14 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
         return False
     progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms, tuple(modified),
                                             tuple(out_of_bounds), written=tuple(written),
-                                            peak_extra_bytes=peak).fields())
+                                            peak_extra_bytes=peak, forbidden=completion.forbidden).fields())
     return True
 
 
 def failed(completion: Completion) -> Ended:
     """The `end` of a call whose completion is an error: the device's, or an exception the kernel's code raised."""
     return Ended(EndStatus.EXCEPTION if completion.raised else EndStatus.DEVICE_ERROR,
-                 message=completion.error or f"error code {completion.status}")
+                 message=completion.error or f"error code {completion.status}", forbidden=completion.forbidden)
 
 
 def _memory_kept_within(plan: Plan, device: Device, progress: Progress, index: int) -> bool:
@@ -270,7 +270,8 @@ def _run_composed_call(plan: Plan, call: PlannedCall, device: Device, libraries:
         return False
     if not _memory_kept_within(plan, device, progress, index):
         return False
-    progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms).fields())
+    progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms,
+                                            forbidden=completion.forbidden).fields())
     return True
 
 

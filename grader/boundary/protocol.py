@@ -387,6 +387,28 @@ class Written:
 
 
 @dataclass(frozen=True)
+class ForbiddenUse:
+    """Something the assignment forbids that the kernel's code did during a call: a module it imported
+    ("scipy.linalg") or a method it called (".toarray", the spec's pattern's leading dot kept), and the line of the
+    submission that did it (its innermost frame in the submission's files; "" and 0 where none was on the stack)."""
+
+    name: str
+    file: str
+    line: int
+
+    @classmethod
+    def read(cls, value: object) -> ForbiddenUse | None:
+        """One entry of an `end` line's `forbidden`; None where it is not what the harness writes."""
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str) \
+                or not isinstance(value.get("file"), str):
+            return None
+        line = value.get("line")
+        if not isinstance(line, int) or isinstance(line, bool) or line < 0:
+            return None
+        return cls(value["name"][:STRING_LENGTH], value["file"][:STRING_LENGTH], line)
+
+
+@dataclass(frozen=True)
 class Ended:
     """The `end` event's fields: how the call ended and what the harness measured."""
 
@@ -401,6 +423,8 @@ class Ended:
     written: tuple[Written, ...] = ()  # the scratch buffers planned with count_written: how much of each it wrote
     # Those calls' device memory: the most the call took beyond what was in use when it began (sampled; None: not read).
     peak_extra_bytes: float | None = None
+    # What the call did that the assignment forbids (a python kernel's imports and methods, seen while it ran).
+    forbidden: tuple[ForbiddenUse, ...] = ()
 
     def fields(self) -> dict[str, Any]:
         return {**asdict(self), "status": EndStatus(self.status).value}
@@ -414,7 +438,13 @@ class Ended:
         return cls(status, number(event.get("wall_ms")), number(event.get("device_ms")),
                    strings(event.get("inputs_modified")), strings(event.get("out_of_bounds")), message_of(event),
                    number(event.get("held_bytes")), number(event.get("limit_bytes")), _written(event.get("written")),
-                   number(event.get("peak_extra_bytes")))
+                   number(event.get("peak_extra_bytes")), _forbidden(event.get("forbidden")))
+
+
+def _forbidden(value: object) -> tuple[ForbiddenUse, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(u for u in (ForbiddenUse.read(item) for item in value[:STRINGS_KEPT]) if u is not None)
 
 
 def _written(value: object) -> tuple[Written, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
-from grader.report.hints import case_hints, kernel_hints
+from grader.report.hints import case_hints, forbidden_notes, kernel_hints
 from grader.compare import NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS, index_in_words
 from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Mismatch, Result, VariantResult
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
@@ -125,6 +126,7 @@ class KernelView:
     kernel: KernelResult
     hints: list[str]
     failed_cases: list[tuple[CaseResult, list[str]]]
+    notes: list[str] = dataclasses.field(default_factory=list)  # what costs nothing but is worth knowing
 
     @property
     def failures(self) -> list[Failure]:
@@ -143,7 +145,7 @@ class KernelView:
 
 
 def kernel_views(result: Result) -> list[KernelView]:
-    return [KernelView(k, kernel_hints(k), [(c, case_hints(c)) for c in k.cases if not c.passed])
+    return [KernelView(k, kernel_hints(k), [(c, case_hints(c)) for c in k.cases if not c.passed], forbidden_notes(k))
             for k in result.kernels]
 
 

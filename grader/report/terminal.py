@@ -78,6 +78,11 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
     for view in context(result)["details"]:
         if view.kernel.status is not KernelStatus.PASSED or view.sanitizer:
             _print_details(console, view)
+        elif view.notes:  # a kernel with full marks: its notes alone
+            console.print()
+            _line(console, Text.assemble((view.kernel.name, "bold"), ": ", ("passed", "green")))
+            for note in view.notes:
+                _line(console, Text.assemble("  ", ("note", "cyan"), ": ", note))
     if verbose:
         for kernel in result.kernels:
             if kernel.log:
@@ -138,6 +143,8 @@ def _print_details(console: Console, view: KernelView) -> None:
                                  STATUS_STYLE.get(kernel.status, "")), f" ({kernel.score:.4g}/{kernel.max_score:g})"))
     for hint in view.hints:
         _hint(console, hint, indent=2)
+    for note in view.notes:
+        _line(console, Text.assemble("  ", ("note", "cyan"), ": ", note))
     for deduction in kernel.deductions:
         _line(console, Text(f"  −{deduction.points:.3g}: {deduction.reason}"))
     if view.sanitizer:

@@ -12,8 +12,8 @@ reports ask the target instead. A target has two halves:
     cuda.py      CUDA: nvcc, cuBLAS, compute-sanitizer (its harness half: grader.boundary.cuda_device, buffers on
                  the GPU through the CUDA driver by ctypes)
     python.py    Python functions on NumPy arrays: modules byte-compiled and packed into a zip, forbidden imports
-                 found by parsing (its harness half: grader.boundary.python_device, which also refuses them at run
-                 time); python_build.py is its build step, run in the build sandbox
+                 and methods seen as they run (its harness half: grader.boundary.python_device records them);
+                 python_build.py is its build step, run in the build sandbox
     compiled.py  the C targets' shared build half: toolchain probe, forbidden symbols (nm)
     shim.py      the C targets' generated `kg_call` shim (called by ctypes in the harness: grader.boundary.c_abi)
 """
@@ -117,7 +117,14 @@ class Target(Protocol):
         ...
 
     def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        """What the built library uses that the spec's forbidden patterns match (C targets: undefined symbols)."""
+        """What the built library uses that the spec's forbidden patterns match (C targets: undefined symbols); a
+        target that watches its kernels run for them (python) finds nothing here."""
+        ...
+
+    def forbidden_named(self, library: Path, patterns: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
+        """What the library's files name that the patterns forbid, as (name, file, line), where only a run shows
+        whether it is used (python: imports and methods named; its harness records those that run); C targets:
+        none."""
         ...
 
     def unavailable_reason(self) -> str | None:
@@ -145,6 +152,9 @@ class HostTarget:
 
     def device_code(self) -> str:
         return ""
+
+    def forbidden_named(self, library: Path, patterns: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
+        return ()
 
 
 def target_named(name: str) -> Target:

@@ -9,8 +9,10 @@ The spec declares a Python kernel as it does a C one, so that cases, buffers, po
 - `header` is the module file that defines the function (`kernels/axpy.py`, imported as `kernels.axpy` with the
   submission's root on the import path: a student's `from kernels.util import ...` works as in their repository);
 - `forbidden_symbols` are forbidden imports: fnmatch patterns over module names, each matching a module and its
-  submodules ("scipy" forbids scipy.linalg); a pattern with a leading dot is a forbidden method or attribute
-  (".toarray": any `x.toarray`, called or not), found by the build's scan alone.
+  submodules ("scipy" forbids scipy.linalg); a pattern with a leading dot is a forbidden method (".toarray": a
+  function of that name, a library's, called). Both count where they run during a graded call (the harness half
+  records them with the submission's file and line); a file that names one its graded calls never reach (an
+  unused helper, nanoGPT's `from_pretrained`) costs nothing, and the reports note it.
 
 The calling convention (one rule): the function gets each buffer as a NumPy array of the spec's shape and dtype
 (a view into the harness's allocation, between poisoned margins), each scalar as a Python int or float, positionally
@@ -21,10 +23,11 @@ the function returns is ignored (the harness's log says so); rebinding a paramet
 The "build" (`python_build.py`, run in the build sandbox like a compiler) byte-compiles the kernel's module and the
 submission's modules it imports, without importing any: a syntax error is a compile error with file and line. It
 records every import it finds (statements, and `importlib.import_module`/`__import__` with a literal name) with file
-and line, and every attribute named (`A.toarray()`) with file and line; `forbidden_in` matches them against the
-spec's patterns. The library is a zip archive of the submission's
-source files with the generated entry (`kg_entry.json`: module, function, forbidden patterns), imported by the
-harness half (`grader.boundary.python_device`) with zipimport. That half refuses forbidden imports at run time too.
+and line, and every attribute named (`A.toarray()`) with file and line; `forbidden_named` matches them against the
+spec's patterns, for the reports' notes of what was named but never ran. The library is a zip archive of the
+submission's source files with the generated entry (`kg_entry.json`: module, function, forbidden modules and
+methods), imported by the harness half (`grader.boundary.python_device`) with zipimport, which records the
+forbidden imports and methods as they run (`forbidden_in` finds nothing in the library itself).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from grader.boundary.python_device import BUILD_RECORD_FILE, ENTRY_FILE
+from grader.boundary.python_device import BUILD_RECORD_FILE, ENTRY_FILE, METHOD_PREFIX
 from grader.targets import LIBRARY_FILE, HostTarget, Toolchain, target_named
 from grader.targets import python_build
 
@@ -54,34 +57,36 @@ def module_name(path: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-METHOD_PREFIX = "."  # a forbidden pattern that names a method or attribute (".toarray"), not a module
-
-
 def import_patterns(patterns: tuple[str, ...]) -> tuple[str, ...]:
     """The patterns that forbid imports (the import guard's), the method patterns left out."""
     return tuple(p for p in patterns if not p.startswith(METHOD_PREFIX))
 
 
-def forbidden_methods(attributes: list[tuple[str, str, int]], patterns: tuple[str, ...]) -> tuple[str, ...]:
-    """The attributes a method pattern (".toarray", ".to*") names, each as ".toarray (used at kernels/k.py:7)",
-    in file and line order."""
-    methods = [p[len(METHOD_PREFIX):] for p in patterns if p.startswith(METHOD_PREFIX)]
+def method_patterns(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The method patterns' names without their leading dot (".toarray": "toarray"), which the harness watches for."""
+    return tuple(p[len(METHOD_PREFIX):] for p in patterns if p.startswith(METHOD_PREFIX))
+
+
+def named_methods(attributes: list[tuple[str, str, int]], patterns: tuple[str, ...]) -> list[tuple[str, str, int]]:
+    """The attributes a method pattern (".toarray", ".to*") matches, as (".toarray", file, line), in file and line
+    order."""
+    methods = method_patterns(patterns)
     found = sorted({(path, line, name) for name, path, line in attributes
                     if any(fnmatch.fnmatchcase(name, m) for m in methods)})
-    return tuple(f"{METHOD_PREFIX}{name} (used at {path}:{line})" for path, line, name in found)
+    return [(f"{METHOD_PREFIX}{name}", path, line) for path, line, name in found]
 
 
-def forbidden_imports(imports: list[tuple[str, str, int]], patterns: tuple[str, ...]) -> tuple[str, ...]:
-    """The imports a pattern matches (a module or one of its packages: "scipy" matches scipy.linalg), each as
-    "scipy.linalg (imported at kernels/axpy.py:3)": one per line of code (`from scipy.linalg import blas` records
-    scipy.linalg and scipy.linalg.blas, and names the first)."""
+def named_imports(imports: list[tuple[str, str, int]], patterns: tuple[str, ...]) -> list[tuple[str, str, int]]:
+    """The imports a pattern matches (a module or one of its packages: "scipy" matches scipy.linalg), as (name,
+    file, line), one per line of code (`from scipy.linalg import blas` records scipy.linalg and scipy.linalg.blas,
+    and names the first), in file and line order."""
     found: dict[tuple[str, int], str] = {}
     for name, path, line in imports:
         parts = name.split(".")
         if (path, line) not in found and any(fnmatch.fnmatchcase(".".join(parts[:depth]), p)
                                              for depth in range(1, len(parts) + 1) for p in patterns):
             found[path, line] = name
-    return tuple(f"{name} (imported at {path}:{line})" for (path, line), name in sorted(found.items()))
+    return [(name, path, line) for (path, line), name in sorted(found.items())]
 
 
 class PythonTarget(HostTarget):
@@ -123,7 +128,8 @@ class PythonTarget(HostTarget):
         return json.dumps({"module": module_name(kernel.header), "file": kernel.header,
                            "function": kernel.signature.function,
                            "parameters": [p.name for p in kernel.signature.parameters],
-                           "forbidden": list(import_patterns(kernel.forbidden_symbols))}, indent=1) + "\n"
+                           "forbidden": list(import_patterns(kernel.forbidden_symbols)),
+                           "methods": list(method_patterns(kernel.forbidden_symbols))}, indent=1) + "\n"
 
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
         return ()
@@ -144,8 +150,11 @@ class PythonTarget(HostTarget):
         raise NotImplementedError("a python build has no objects: its modules are packed, not linked")
 
     def forbidden_in(self, library: Path, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        """The imports and methods of the kernel's modules that the spec's patterns forbid, with file and line (the
-        build's record)."""
+        return ()  # a file's text does not say what runs: the harness records the forbidden uses as they happen
+
+    def forbidden_named(self, library: Path, patterns: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
+        """The imports and methods of the kernel's modules that the spec's patterns forbid, each (name, file, line):
+        the build's record, whether they run or not."""
         if not patterns:
             return ()
         try:
@@ -155,7 +164,7 @@ class PythonTarget(HostTarget):
             attributes = [(str(name), str(path), int(line)) for name, path, line in record.get("attributes", [])]
         except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile):
             return ()
-        return forbidden_imports(imports, import_patterns(patterns)) + forbidden_methods(attributes, patterns)
+        return tuple(named_imports(imports, import_patterns(patterns)) + named_methods(attributes, patterns))
 
 
 TARGET = PythonTarget()
