@@ -16,8 +16,7 @@ from grader.build import Artifact
 from grader.compare import Verdict
 from grader.evidence import TILE_EVIDENCE, LibraryEvidence, tile_shortfall_words, tile_shortfalls
 from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, ForbiddenUse, GroupResult, KernelResult,
-                            MarginRead,
-                            Mismatch, ScratchWritten, VariantResult)
+                            MarginRead, Mismatch, ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
 from grader.sandbox import size_in_words
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
