@@ -249,6 +249,9 @@ class PythonDevice(HostMemory):
     def __init__(self) -> None:
         super().__init__()
         self.guard = ImportGuard()
+        # Whether calls are watched for forbidden uses: the grading harness's are; the timing harness turns it off,
+        # since its figures are the kernel's own (a profile function slows a Python loop several times on 3.11).
+        self.watch_forbidden = True
 
     def load(self, path: str) -> PythonLibrary:
         """The kernel's archive, read (not imported); the import guard installed with its forbidden patterns."""
@@ -261,6 +264,8 @@ class PythonDevice(HostMemory):
         """Import the kernel's module if this is its first call, then call the function on the arrays and scalars;
         what it did that the assignment forbids (its module's import included) is the completion's `forbidden`."""
         values = [_value(argument, buffer) for argument, buffer in arguments]
+        if not self.watch_forbidden:
+            return self._call(library, values)
         with self.guard.watching() as found:
             completion = self._call(library, values)
         return dataclasses.replace(completion, forbidden=tuple(found)) if found else completion
