@@ -8,9 +8,10 @@ the paths it must reach (the interpreter, the grader package, the plan, the libr
 its output folder) are made searchable (o+x, not listable); what the grader keeps root's alone
 (the gold cache, 0700; a secret file of mode 0600) it cannot open.
 
-As root the harness imports the grader's harness half (`grader/__init__.py`, `boundary/`, `checks/`) from a
-copy of its own, root's and readable by all (`HARNESS_COPIES`, one per content), never from the grader's
-tree: that tree may then be root's alone (the Gradescope zip's run_autograder makes it 0700/0600).
+Where the grader's package is not readable by all (a tree made root's alone: the Gradescope zip's
+run_autograder makes it 0700/0600), the harness imports its half of it (`grader/__init__.py`, `boundary/`,
+`checks/`) from a copy, root's and readable by all (`HARNESS_COPIES`, one per content), and reads nothing of
+the grader's tree.
 """
 
 from __future__ import annotations
@@ -103,15 +104,29 @@ def _let_reach(command: list[str], cwd: Path, mounts: Mounts, harness: Path) -> 
 
 
 def _from_harness_copy(env: dict[str, str]) -> tuple[dict[str, str], Path]:
-    """`env` with the grader's folder in PYTHONPATH replaced by the harness copy's, and the grader package the
-    started process then imports (a compiler, given no PYTHONPATH, keeps `env` as it is)."""
+    """`env` with the grader's folder in PYTHONPATH replaced by the harness copy's where the grader's package is
+    not readable by all (a tree made root's alone), and the grader package the started process then imports.
+
+    A package readable by all is imported where it is, as before (its bytecode where the grader keeps it:
+    `grader.runner.bytecode`); a compiler, given no PYTHONPATH, keeps `env` as it is.
+    """
     grader_root = str(HARNESS_PACKAGE.parent)
     entries = env.get("PYTHONPATH", "").split(os.pathsep)
-    if grader_root not in entries:
+    if grader_root not in entries or _readable_by_all(HARNESS_PACKAGE):
         return env, HARNESS_PACKAGE
     copy = harness_copy()
     paths = os.pathsep.join(str(copy) if entry == grader_root else entry for entry in entries)
     return {**env, "PYTHONPATH": paths}, copy / "grader"
+
+
+def _readable_by_all(package: Path) -> bool:
+    """Whether any user may list the package and read its harness (the folders above are made searchable)."""
+    try:
+        return (os.stat(package).st_mode & 0o005 == 0o005
+                and os.stat(package / "boundary").st_mode & 0o005 == 0o005
+                and os.stat(package / "boundary" / "harness.py").st_mode & 0o004 != 0)
+    except OSError:
+        return False
 
 
 def harness_copy(folder: Path = HARNESS_COPIES) -> Path:
