@@ -22,7 +22,7 @@ from grader.report import gradescope
 from grader.results import Result
 from grader.samples import compose, variants
 from grader.sources import interface_headers
-from grader.spec import load_assignment
+from grader.spec import PROJECT_ROOT, load_assignment
 
 from report_fixtures import class_results  # noqa: F401  (a fixture)
 from sandbox_fixtures import docker_ready  # noqa: F401  (a fixture)
@@ -141,16 +141,54 @@ def test_the_zip_holds_setup_and_an_executable_run_autograder_at_its_root(autogr
     assert not any("gpt2-m1" in n or "__pycache__" in n or "/samples/" in n for n in names)
 
 
+def shipped_names(pack: str) -> set[str]:
+    """What the zip of `pack` carries of the repository, relative to it."""
+    return {path.relative_to(PROJECT_ROOT).as_posix() for path in gradescope_zip.shipped_files(load_assignment(pack))}
+
+
+def test_a_numpy_gold_zip_ships_of_the_reference_only_what_the_template_gives_students() -> None:
+    """flash-attention-backward's gold is NumPy's: its reference .cpp files stay out; the interface headers
+    (the template's, byte for byte) ship, for an upload that lacks them. No sample, no other pack."""
+    pack = load_assignment("flash-attention-backward")
+    assert pack.gold == "numpy"
+    names = shipped_names(pack.name)
+    reference = sorted(n.split("/reference/", 1)[1] for n in names if "/reference/" in n)
+    assert reference == sorted(interface_headers(pack)) == ["src/flash_attention_backward.h",
+                                                           "src/standard_attention_backward.h"]
+    assert not any("/samples/" in n for n in names)
+    assert {n.split("/")[1] for n in names if n.startswith("assignments/")} == {pack.name}
+    # Gold from the reference: the reference ships whole (run_autograder makes it root's alone).
+    flash = load_assignment("flash-attention-cpu")
+    assert flash.gold == "reference"
+    assert "assignments/flash-attention-cpu/reference/src/flash_attention.cpp" in shipped_names(flash.name)
+
+
+def test_a_based_on_zip_ships_its_bases_spec_and_modules_and_nothing_else_of_them() -> None:
+    """gpt2-m3 is based on gpt2-m2, itself on gpt2-m1: without their assignment.toml the zip's grader could not
+    load it; their references, templates and samples stay out."""
+    names = shipped_names("gpt2-m3")
+    of_others = {n for n in names if n.startswith("assignments/") and not n.startswith("assignments/gpt2-m3/")}
+    assert of_others == {"assignments/gpt2-m2/assignment.toml", "assignments/gpt2-m1/assignment.toml",
+                         "assignments/gpt2-m1/inputs.py", "assignments/gpt2-m1/numpy_reference.py"}
+    reference = {n for n in names if n.startswith("assignments/gpt2-m3/reference/")}
+    assert reference and all(n.endswith("/utils/cuda_utils.cuh") for n in reference)  # the provided utils only
+
+
 def run_autograder(zip_path: Path, root: Path, submission: Path, cache_dir: Path,
-                   path_first: Path | None = None, secret_mode: int | None = None) -> dict:
+                   path_first: Path | None = None, modes_lost: bool = False, unpacked: bool = False) -> dict:
     """Lay out `root` as Gradescope lays out /autograder, run run_autograder, read results.json.
 
-    path_first: a folder put first in PATH (stand-ins for the container's tools). secret_mode: the
-    secret file's mode after unzipping, where a test needs another than the zip's.
+    path_first: a folder put first in PATH (stand-ins for the container's tools). modes_lost: unzipped by a
+    tool that keeps no modes but the scripts' executable bits (every file 0644, the scripts and every folder
+    0755). unpacked: root/source is laid out already.
     """
-    gradescope_zip.unpack(zip_path, root / "source")
-    if secret_mode is not None:
-        (root / "source" / "secret").chmod(secret_mode)
+    if not unpacked:
+        gradescope_zip.unpack(zip_path, root / "source")
+    if modes_lost:
+        for folder, _, files in os.walk(root / "source"):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o755 if name in ("run_autograder", "setup.sh") else 0o644)
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     shutil.copytree(submission, root / "submission")
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "KERNEL_GRADER_PYTHON": sys.executable,
@@ -305,48 +343,128 @@ def test_run_autograder_in_a_docker_container_with_default_capabilities(autograd
 
 
 SECRET_TEXT = "course-secret"  # what autograder_zip's secret file holds
-# A static constructor in the student's standard_attention.cpp that reads the autograder's secret before any
-# case runs. A read that succeeds prints the secret and aborts the library's load: the leak then shows in the
-# score as well as in the log. A refused one says so and lets the reference's code pass every case.
-STATIC_CONSTRUCTOR_LEAK = """
+# A static constructor in the student's standard_attention.cpp that, before any case runs, tries to read every
+# file the zip ships (where it was unzipped), the copy of run_autograder Gradescope runs, and every file it can
+# find by listing the grader's folders (the zip's, the cache: gold, builds, inputs). It counts the ones it read
+# (their paths to stderr), the grader package's (kernel-grader/grader/: the local sandbox mounts it, since its
+# harness imports it there) apart from all others, and its kernel then writes both where a case shows them:
+# O[0] = 1000 + 10000 x others + package (each capped: six digits show), "expected 0.97, got 11012" (the first byte of a reference file leaked
+# that way, as "got 47"). Read nothing and the reference's code passes every case. What the harness is given is not counted: its own library and the
+# cache's inputs/ (where a mount namespace shows them, they are the only entries). /etc/passwd, which every
+# backend shows, is read first: a probe that cannot read it is broken, and its kernel says so by O[0] = -1000.
+PROBE = r"""
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 namespace {
-const bool secret_read = [] {
-    std::ifstream in("%s");
-    if (!in.is_open()) { std::fprintf(stderr, "LEAK:SECRET-NOT-READABLE\\n"); return false; }
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::fprintf(stderr, "LEAK:%%s\\n", text.c_str());
-    std::abort();
+const char* const shipped[] = {%(shipped)s};
+const char* const listed[] = {%(listed)s};
+const std::string package = %(package)s;
+int others_read = 0, package_read = 0;
+bool control_read = false;
+std::string own_library;
+
+bool reads(const char* path) {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char byte;
+    const bool read_it = read(fd, &byte, 1) >= 0;  // a folder opens but reads nothing (EISDIR)
+    close(fd);
+    return read_it;
+}
+
+void tried(const char* path) {
+    if (!reads(path)) return;
+    ++(std::string(path).rfind(package, 0) == 0 ? package_read : others_read);
+    std::fprintf(stderr, "PROBE-READ %%s\n", path);
+}
+
+void walk(const std::string& folder, int depth) {
+    DIR* listing = opendir(folder.c_str());
+    if (listing == nullptr) return;
+    while (dirent* entry = readdir(listing)) {
+        const std::string name = entry->d_name;
+        if (name == "." || name == ".." || (depth == 0 && name == "inputs")) continue;
+        const std::string path = folder + "/" + name;
+        struct stat status;
+        if (lstat(path.c_str(), &status) != 0) continue;
+        if (S_ISDIR(status.st_mode) && depth < 16) walk(path, depth + 1);
+        if (S_ISREG(status.st_mode) && path != own_library) tried(path.c_str());
+    }
+    closedir(listing);
+}
+
+const bool probed = [] {
+    Dl_info self;
+    if (dladdr(reinterpret_cast<void*>(&reads), &self) != 0 && self.dli_fname != nullptr) own_library = self.dli_fname;
+    control_read = reads("/etc/passwd");
+    for (const char* path : shipped) tried(path);
+    for (const char* folder : listed) walk(folder, 0);
+    std::fprintf(stderr, "PROBE: read %%d of the grader's files and %%d of its package; control %%s\n",
+                 others_read, package_read, control_read ? "read" : "NOT read");
+    return true;
 }();
 }  // namespace
+
+void standard_attention(const float* Q, const float* K, const float* V, float* O, int N, int d) {
+    probed_standard_attention(Q, K, V, O, N, d);
+    if (!probed || !control_read) O[0] = -1000.0f;
+    else if (others_read + package_read > 0)
+        O[0] = 1000.0f + 10000.0f * std::min(others_read, 99) + std::min(package_read, 9999);
+}
 """
 
 
-def leaking_upload(secret_path: str, how: str) -> dict[str, bytes]:
-    """The reference's two files, flat, as a student uploads them, with one way to read the secret.
+def zip_paths(zip_path: Path, root: str) -> list[str]:
+    """Where the zip's files lie once unzipped under `root` (Gradescope's /autograder), with the run_autograder
+    copied up beside source/."""
+    with zipfile.ZipFile(zip_path) as archive:
+        names = [name for name in archive.namelist() if not name.endswith("/")]
+    return [f"{root}/source/{name}" for name in names] + [f"{root}/run_autograder"]
 
-    how: "static-constructor" (read when the library loads, before any case) or "include" (the compiler
-    reads it, and its error message would quote the text).
+
+def leaking_upload(zip_path: Path, root: str, how: str, cache: str | None = None) -> dict[str, bytes]:
+    """The reference's two files, flat, as a student uploads them, with one way to read the grader's files.
+
+    how: "static-constructor" (the probe above: every file the zip ships and every one found under the zip's
+    folder and `cache`, default root/cache, read when the library loads, before any case) or "include" (the
+    compiler reads the secret, and its error message would quote the text).
     """
     source = load_assignment("flash-attention-cpu").reference_dir / "src"
-    standard = (source / "standard_attention.cpp").read_bytes()
+    standard = (source / "standard_attention.cpp").read_text()
     if how == "static-constructor":
-        standard += (STATIC_CONSTRUCTOR_LEAK % secret_path).encode()
+        signature = "void standard_attention(const float* Q"
+        assert standard.count(signature) == 1
+        quoted = lambda paths: ", ".join(json.dumps(p) for p in paths)  # noqa: E731
+        standard = standard.replace(signature, "static void probed_standard_attention(const float* Q") + PROBE % {
+            "shipped": quoted(zip_paths(zip_path, root)),
+            "listed": quoted([f"{root}/source", cache or f"{root}/cache", f"{root}/results"]),
+            "package": json.dumps(f"{root}/source/kernel-grader/grader/")}
     else:
-        standard = f'#include "{secret_path}"\n'.encode() + standard
-    return {"standard_attention.cpp": standard, "flash_attention.cpp": (source / "flash_attention.cpp").read_bytes()}
+        standard = f'#include "{root}/source/secret"\n' + standard
+    return {"standard_attention.cpp": standard.encode(),
+            "flash_attention.cpp": (source / "flash_attention.cpp").read_bytes()}
 
 
-def assert_the_secret_stayed_secret(document: dict, how: str) -> None:
-    """Nothing of the secret anywhere in results.json; the reference's code, read refused, still graded as it is."""
+def assert_the_secret_stayed_secret(document: dict, how: str, package_visible: bool = False) -> None:
+    """Nothing of the grader's files anywhere in results.json; the reference's code, every read refused, still
+    graded as it is. package_visible: the local sandbox, which mounts the grader package (its harness imports
+    it there): the probe may read that package's files (the grader's public code), and nothing else."""
     assert SECRET_TEXT not in json.dumps(document), document["output"][-3000:]
     by_name = {t["name"]: t for t in document["tests"]}
-    if how == "static-constructor":  # the read was refused, and the library loaded and passed every case
-        assert document["score"] == pytest.approx(3.0), document["output"][-3000:]
+    if how == "static-constructor":  # it read none of the files, read /etc/passwd, and passed every case
+        failed = [f"{t['name']}: {t['output']}" for t in document["tests"] if t["status"] != "passed"]
+        if failed and package_visible:
+            others, package = probe_counts(document)
+            assert others == 0 and package > 0, "\n".join(failed)[-3000:]
+            assert all(t["status"] == "passed" for t in document["tests"] if t["name"].startswith("flash_attention"))
+            return
+        assert not failed and document["score"] == pytest.approx(3.0), "\n".join(failed)[-3000:]
     else:  # the compiler could not open it: a compile error of standard_attention that names the file only
         failed = by_name["standard_attention / one-row"]
         assert failed["status"] == "failed" and "compile error" in failed["output"], failed["output"]
@@ -354,41 +472,77 @@ def assert_the_secret_stayed_secret(document: dict, how: str) -> None:
             failed["output"]
 
 
-@pytest.mark.parametrize("how", ["static-constructor", "include"])
-@pytest.mark.parametrize("namespaces, secret_mode", [(True, None), (False, None), (False, 0o644)],
-                         ids=["local", "process", "process-secret-0644"])
-def test_student_code_cannot_read_the_autograders_secret(how: str, namespaces: bool, secret_mode: int | None,
-                                                         autograder_zip: Path, tmp_path: Path,
-                                                         cache_dir: Path) -> None:
-    """Where namespaces work (local) and where they are refused (the process fallback, as root: a uid of its
-    own, and the zip's secret is root's alone, mode 0600): neither the kernel nor its compiler reads it.
+def probe_counts(document: dict) -> tuple[int, int]:
+    """What the probe read, as its kernel wrote it where the first visible case shows it: (others, package)."""
+    output = next(t for t in document["tests"] if t["name"] == "standard_attention / one-row")["output"]
+    found = re.search(r"first mismatch at \[0, 0\]: expected \S+, got ([0-9]+)\b", output)
+    assert found, output
+    value = int(found.group(1)) - 1000
+    return value // 10000, value % 10000
 
-    The control: the fallback with the secret made readable to all (0644) leaks it, so a leak would be seen.
-    """
+
+@pytest.mark.parametrize("how", ["static-constructor", "include"])
+@pytest.mark.parametrize("namespaces, modes_lost", [(True, False), (False, False), (False, True)],
+                         ids=["local", "process", "process-modes-lost"])
+def test_student_code_reads_none_of_the_autograders_files(how: str, namespaces: bool, modes_lost: bool,
+                                                          autograder_zip: Path, tmp_path: Path,
+                                                          cache_dir: Path) -> None:
+    """Where namespaces work (local: of the grader only its package is mounted, for the harness's imports) and
+    where they are refused (the process fallback, as root: a uid of its own, the harness importing a copy of
+    the grader's harness half, and run_autograder has made the zip's tree, itself and the cache root's alone):
+    neither the kernel nor its compiler reads the secret, the reference or any other file the zip ships.
+    modes-lost: unzipped by a tool that kept no modes (every file 0644, the secret too): run_autograder locks
+    it all the same. The probe's control: test_the_probe_counts_what_it_reads."""
     if not namespaces and os.geteuid() != 0:
         pytest.skip("the process fallback leaves the grader's user only as root (as run_autograder is run)")
     root = tmp_path / "autograder"
     upload = tmp_path / "upload"
     upload.mkdir()
-    for name, data in leaking_upload(str(root / "source" / "secret"), how).items():
+    for name, data in leaking_upload(autograder_zip, str(root), how, str(cache_dir)).items():
         (upload / name).write_bytes(data)
-    document = run_autograder(autograder_zip, root, upload, cache_dir, secret_mode=secret_mode,
+    document = run_autograder(autograder_zip, root, upload, cache_dir, modes_lost=modes_lost,
                               path_first=None if namespaces else refusing_namespaces(tmp_path))
     assert ("sandbox: process" in document["output"]) is not namespaces, document["output"][-3000:]
-    if secret_mode is None:
-        assert oct((root / "source" / "secret").stat().st_mode & 0o777) == oct(0o600)
-        assert_the_secret_stayed_secret(document, how)
-        return
-    assert document["score"] < 3  # the static constructor read it and aborted; the include did not compile
-    if how == "include":  # the compiler's message quotes what it read
-        assert SECRET_TEXT in json.dumps(document), document["output"][-3000:]
+    if not namespaces:  # what run_autograder left behind it: root's alone
+        for path in (root / "source" / "secret", root / "source" / "kernel-grader" / "assignments"):
+            assert path.stat().st_mode & 0o077 == 0, oct(path.stat().st_mode)
+    assert_the_secret_stayed_secret(document, how, package_visible=namespaces)
+
+
+def test_the_probe_counts_what_it_reads(autograder_zip: Path, tmp_path: Path, cache_dir: Path) -> None:
+    """The probe's control: the process fallback as root, with run_autograder's lock undone (the grader's files
+    readable by all, as the zip was before): the probe reads them, and its count shows in the first visible case."""
+    if os.geteuid() != 0:
+        pytest.skip("the process fallback leaves the grader's user only as root (as run_autograder is run)")
+    root = tmp_path / "autograder"
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    for name, data in leaking_upload(autograder_zip, str(root), "static-constructor", str(cache_dir)).items():
+        (upload / name).write_bytes(data)
+    gradescope_zip.unpack(autograder_zip, root / "source")
+    # run_autograder without its lock: the lines that make the grader's files root's alone, taken out.
+    script = (root / "source" / "run_autograder").read_text()
+    unlocked = re.sub(r'\n  chown -R 0:0 "\$SOURCE"\n  chmod -R go-rwx "\$SOURCE"\n', "\n", script)
+    assert unlocked != script
+    (root / "source" / "run_autograder").write_text(unlocked)
+    document = run_autograder(autograder_zip, root, upload, cache_dir, unpacked=True,
+                              path_first=refusing_namespaces(tmp_path))
+    assert "sandbox: process" in document["output"]
+    with zipfile.ZipFile(autograder_zip) as archive:
+        names = [n for n in archive.namelist() if not n.endswith("/")]
+    package = sum(n.startswith("kernel-grader/grader/") for n in names)
+    others, read = probe_counts(document)
+    # Every shipped file twice (by name, and found by listing), less the secret (the zip's mode 0600 already) and
+    # run_autograder's copy (still locked); the package's bytecode, written beside it by the grader, on top.
+    assert others == 2 * (len(names) - package - 1) and read >= 2 * package, document["output"][-3000:]
+    assert document["score"] < 3
 
 
 @pytest.mark.parametrize("how", ["static-constructor", "include"])
-def test_student_code_cannot_read_the_secret_in_a_docker_container(how: str, autograder_zip: Path, tmp_path: Path,
-                                                                  docker_ready: None) -> None:
-    """As on Gradescope: root in a container that refuses namespaces, the secret at /autograder/source/secret."""
-    document, log = run_autograder_in_docker(autograder_zip, tmp_path, leaking_upload("/autograder/source/secret", how))
+def test_student_code_reads_none_of_the_autograders_files_in_a_docker_container(
+        how: str, autograder_zip: Path, tmp_path: Path, docker_ready: None) -> None:
+    """As on Gradescope: root in a container that refuses namespaces, the zip at /autograder/source."""
+    document, log = run_autograder_in_docker(autograder_zip, tmp_path, leaking_upload(autograder_zip, "/autograder", how))
     assert document["output"].startswith("sandbox: process (this container allows no namespaces)"), log[-3000:]
     assert_the_secret_stayed_secret(document, how)
 

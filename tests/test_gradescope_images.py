@@ -271,12 +271,15 @@ def test_a_mutant_loses_points_and_is_told_which_case_failed(autograder_image: t
 
 
 @pytest.mark.parametrize("how", ["static-constructor", "include"])
-def test_student_code_cannot_read_the_secret_on_the_image(how: str, autograder_image: tuple[str, str]) -> None:
-    """Gradescope's case: root in a container that refuses namespaces, the zip's secret unzipped by unzip
-    itself into /autograder/source (mode 0600, root's), student code run under a uid of its own."""
+def test_student_code_reads_none_of_the_autograders_files_on_the_image(how: str, autograder_image: tuple[str, str],
+                                                                      autograder_zip: Path) -> None:
+    """Gradescope's case: root in a container that refuses namespaces, the zip unzipped by unzip itself into
+    /autograder/source (setup.sh's venv and pip's files beside it), student code run under a uid of its own.
+    static-constructor: the probe of test_export_gradescope, which tries every file the zip ships, the grader's
+    folders and the cache; include: the compiler reads the secret."""
     version, image = autograder_image
-    document, log = grade(image, leaking_upload("/autograder/source/secret", how))
+    document, log = grade(image, leaking_upload(autograder_zip, "/autograder", how))
     sandbox = assert_sandbox_is_said(document, log)
     assert_the_secret_stayed_secret(document, how)
-    print(f"\n{version}: a {how} read of /autograder/source/secret in the {sandbox}: refused, score "
+    print(f"\n{version}: a {how} read of the autograder's files in the {sandbox}: refused, score "
           f"{document['score']:g}")

@@ -1,8 +1,16 @@
-"""The Gradescope autograder zip: setup.sh and run_autograder at its root, the grader and one assignment's folder.
+"""The Gradescope autograder zip: setup.sh and run_autograder at its root, the grader and what grading one
+assignment needs of its folder.
 
 Gradescope unzips it into /autograder/source, runs setup.sh once to build its image, then
 run_autograder per submission, which grades the upload and writes results.json
 (grader.report.gradescope) where Gradescope reads it.
+
+The zip ships nothing a student could use that grading does not need: no samples (the autograder
+grades uploads), no other pack than the one exported and the ones it is `based_on` (their spec and
+NumPy modules alone), and of the reference only what the template gives students too (the interface
+headers an upload may lack) where the gold comes from NumPy (`gold = "numpy"`). What it ships is the
+grader's alone at run time: run_autograder makes it root's, 0700/0600, before the first build
+(docs/sandbox.md).
 """
 
 from __future__ import annotations
@@ -15,13 +23,14 @@ from pathlib import Path
 
 import jinja2
 
-from grader.spec import ASSIGNMENTS_DIR, PROJECT_ROOT, Assignment
+from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 from grader.targets import packages_to_install, target_of
 
-# What the zip carries of this repository: the grader itself and the one assignment's folder, but for its
-# sample submissions (the autograder grades uploads, not samples).
+# What the zip carries of this repository: the grader itself (pyproject.toml and the README it names, for
+# setup.sh's `pip install -e`) and what grading the one assignment needs of its folder.
 PACKAGE_FILES = ("pyproject.toml", "README.md")
-ASSIGNMENT_LEFT_OUT = ("samples",)
+ASSIGNMENT_LEFT_OUT = ("samples",)  # the autograder grades uploads, not samples
+INHERITED_FILES = ("assignment.toml", "inputs.py", "numpy_reference.py")  # what a `based_on` pack reads of its base
 
 
 def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None = None,
@@ -40,7 +49,7 @@ def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None =
             archive.writestr(info, _templates().get_template(f"gradescope/{name}.j2").render(context))
         if secret is not None:
             archive.writestr("secret", secret + "\n")
-        for path in _grader_files(assignment):
+        for path in shipped_files(assignment):
             info = zipfile.ZipInfo.from_file(path, f"kernel-grader/{path.relative_to(PROJECT_ROOT).as_posix()}")
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, path.read_bytes())
@@ -68,13 +77,38 @@ def _templates() -> jinja2.Environment:
                               keep_trailing_newline=True)
 
 
-def _grader_files(assignment: Assignment) -> list[Path]:
+def shipped_files(assignment: Assignment) -> list[Path]:
+    """The repository's files the zip carries under kernel-grader/, in order."""
     files = [PROJECT_ROOT / name for name in PACKAGE_FILES if (PROJECT_ROOT / name).is_file()]
-    folder = ASSIGNMENTS_DIR / assignment.name
+    files += _tree(PROJECT_ROOT / "grader")
+    folder = assignment.root
     files += [p for p in sorted(folder.iterdir()) if p.is_file()]
-    roots = [PROJECT_ROOT / "grader"] + [p for p in sorted(folder.iterdir())
-                                        if p.is_dir() and p.name not in ASSIGNMENT_LEFT_OUT]
-    for root in roots:
-        files += [p for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
-                  and p.suffix not in (".pyc", ".so", ".o")]
+    for root in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in ASSIGNMENT_LEFT_OUT):
+        found = _tree(root)
+        if root == assignment.reference_dir and assignment.gold == "numpy":
+            found = [p for p in found if _given_to_students(assignment, p)]
+        files += found
+    files += _inherited_files(assignment)
+    return files
+
+
+def _tree(root: Path) -> list[Path]:
+    return [p for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+            and p.suffix not in (".pyc", ".so", ".o")]
+
+
+def _given_to_students(assignment: Assignment, path: Path) -> bool:
+    """Whether the template holds this reference file as it is (an interface header: `interface_headers`)."""
+    twin = assignment.template_dir / path.relative_to(assignment.reference_dir)
+    return twin.is_file() and twin.read_bytes() == path.read_bytes()
+
+
+def _inherited_files(assignment: Assignment) -> list[Path]:
+    """The spec and NumPy modules of the packs `assignment` is `based_on`, up the chain: nothing else of them."""
+    files: list[Path] = []
+    based_on = assignment.based_on
+    while based_on is not None:
+        base = load_assignment(based_on, assignment.root.parent)
+        files += [base.root / name for name in INHERITED_FILES if (base.root / name).is_file()]
+        based_on = base.based_on
     return files
