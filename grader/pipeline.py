@@ -28,6 +28,7 @@ from grader.results import Environment, Result, Submission, SubmissionStatus
 from grader.sanitizer import SanitizerReport, sanitizer_check
 from grader.runner import Call, CallOutcome, CaseWatcher, harnesses_for, limits_for, run_calls, submission_budget
 from grader.runner.bytecode import harness_bytecode
+from grader.timing.alloc_counter import counter_library
 from grader.sandbox import sandbox_named
 from grader.scoring import apply_credit_rules, case_result, score_kernel, score_variants
 from grader.sources import VariantSources, gather_sources
@@ -184,8 +185,10 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
     # compute-sanitizer checks kernels, not the checks that compose them.
     then = (lambda kernel, ended: () if kernel in built.checks else check.after_run(kernel, ended)) \
         if check else None
+    # CPU kernels' memory is the harness's heap: counted per case (a kernel's memory bound reads it).
+    preload = None if target_of(assignment).needs_gpu else counter_library(options.cache_dir)
     report = run_calls(assignment, calls, sandbox, parallel=harnesses, then=then, on_case=on_case,
-                       bytecode=harness_bytecode(options.cache_dir)) if calls else None
+                       bytecode=harness_bytecode(options.cache_dir), preload=preload) if calls else None
     sanitizer: dict[str, list[SanitizerReport]] = report.after if report else {}
     if sanitizer and report is not None:
         # "run": until the last kernel's harness ended; "sanitizer": what its runs added after that.

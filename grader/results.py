@@ -123,8 +123,10 @@ class CaseResult:
     signal: str | None = None  # the signal that killed its harness ("SIGSEGV"), where one did
     uncaught: str | None = None  # the C++ exception that ended it uncaught ("std::bad_alloc"), where one did
     scratch_written: list[ScratchWritten] = field(default_factory=list)  # what it wrote of scratch to leave untouched
-    # Where its variant asks that: the device memory the call took beyond its arguments, sampled while it ran (what it
-    # cudaMalloc'd for itself, a library's workspace; device-wide, so another process's allocation shows too).
+    # The memory the call took beyond its arguments. A CPU kernel's: its peak heap memory, counted by the grader's
+    # allocator (what it malloc'd, new'd or NumPy allocated; None where the counter could not be built). A GPU kernel's,
+    # where its variant asks: device memory sampled while it ran (what it cudaMalloc'd for itself, a library's
+    # workspace; device-wide, so another process's allocation shows too), or torch's allocator's own count.
     peak_extra_bytes: int | None = None
     # The values of the outputs the spec marks `report` (None where not finite), for a report's figure; and gold's
     # values of the same outputs, drawn beside them (where they differ, the student sees by how much and where).
@@ -146,6 +148,39 @@ class CaseResult:
 class Deduction:
     reason: str
     points: float
+
+
+@dataclass(frozen=True)
+class MemoryMeasured:
+    """One case's peak extra memory as its kernel's memory bound judged it."""
+
+    case: str
+    peak_extra_bytes: int
+    params: dict[str, int] = field(default_factory=dict)  # the sizes the bound's words name (N, d)
+
+
+@dataclass(frozen=True)
+class MemoryBoundResult:
+    """A kernel's memory bound (`grader.spec.MemoryBound`) against what its cases measured: the peak at `case`
+    against `max_extra_bytes`, and/or the growth from `small` to `large` against `max_growth` (each peak counted as at
+    least `floor_bytes`). Only the cases that ran are there: `grader check` runs the public ones, and a CPU kernel's
+    memory is counted only where the grader's counting allocator could be built."""
+
+    max_extra_bytes: int | None = None
+    max_growth: float | None = None
+    floor_bytes: int = 0
+    case: MemoryMeasured | None = None
+    small: MemoryMeasured | None = None
+    large: MemoryMeasured | None = None
+    growth: float | None = None  # large's peak / small's, each at least floor_bytes
+    exceeded: bool = False  # over max_extra_bytes at `case`, or over max_growth
+    measured: bool = False  # some part of the bound had its cases measured
+    points: float = 0.0  # what exceeding it cost
+    meaning: str = ""  # the spec's words for what exceeding it means
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryBoundResult:
+        return cls(**{**data, **{k: MemoryMeasured(**data[k]) for k in ("case", "small", "large") if data.get(k)}})
 
 
 @dataclass(frozen=True)
@@ -171,6 +206,8 @@ class KernelResult:
     # Forbidden modules and methods its files name but that never ran while it was graded: they cost nothing, and
     # the reports say so (a python kernel; `forbidden_symbols` holds what ran).
     forbidden_named: list[ForbiddenUse] = field(default_factory=list)
+    # Its memory bound, where its spec declares one: what its cases measured against it (`MemoryBoundResult`).
+    memory_bound: MemoryBoundResult | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", KernelStatus(self.status))
@@ -520,7 +557,8 @@ class Result:
                 **{**_with_check(k), "cases": [CaseResult(**{**_with_facts(c), "first_mismatch": Mismatch(
                                                    **c["first_mismatch"]) if c.get("first_mismatch") else None})
                                                for c in k["cases"]],
-                   "deductions": [Deduction(**d) for d in k.get("deductions", [])]}
+                   "deductions": [Deduction(**d) for d in k.get("deductions", [])],
+                   "memory_bound": MemoryBoundResult.from_dict(k["memory_bound"]) if k.get("memory_bound") else None}
             )
             for k in data["kernels"]
         ]

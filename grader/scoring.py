@@ -16,12 +16,13 @@ from grader.build import Artifact
 from grader.compare import Verdict
 from grader.evidence import TILE_EVIDENCE, LibraryEvidence, tile_shortfall_words, tile_shortfalls
 from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, ForbiddenUse, GroupResult, KernelResult,
-                            MarginRead, Mismatch, ScratchWritten, VariantResult)
+                            MarginRead, MemoryBoundResult, MemoryMeasured, Mismatch, ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
 from grader.sandbox import size_in_words
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
 from grader.sources import VariantSources
-from grader.spec import Assignment, Case, Kernel, Tolerance, Variant
+from grader.spec import Assignment, Case, Kernel, MemoryBound, Tolerance, Variant
+from grader.spec.model import MEMORY_FLOOR_BYTES
 from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 
@@ -157,6 +158,16 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
             deductions.append(Deduction(reason, max(0.0, points)))
         else:
             notes.append(f"{reason} (reported, not scored)")
+    memory = judge_memory_bound(kernel.memory_bound, cases)
+    if memory is not None and memory.exceeded:
+        reason = memory_bound_words(memory, cases)
+        penalty = kernel.memory_bound.penalty  # type: ignore[union-attr]
+        points = max(0.0, min(earned - sum(d.points for d in deductions), kernel.weight * penalty))
+        if points > 0:
+            memory = dataclasses.replace(memory, points=round(points, 6))
+            deductions.append(Deduction(reason, points))
+        else:  # reported only, or nothing left to take (a forbidden call took it all)
+            notes.append(f"{reason} (reported, not scored)" if penalty == 0 else reason)
     flagged = has_errors(sanitizer or [])
     if flagged and kernel.sanitizer_penalty > 0:
         tools = ", ".join(sorted({r.tool for r in sanitizer or [] if r.errors != 0}))
@@ -175,7 +186,63 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     message = f"{passed}/{len(cases)} cases passed; " + message if first_failure else message
     if artifact.function_found:  # which of the names it may have was called (".. defines <that name>")
         message = f"{message} ({artifact.function_found})"
-    return KernelResult(kernel.name, round(score, 6), kernel.weight, status, message, cases, deductions, **build)
+    return KernelResult(kernel.name, round(score, 6), kernel.weight, status, message, cases, deductions,
+                        memory_bound=memory, **build)
+
+
+def judge_memory_bound(bound: MemoryBound | None, cases: list[CaseResult]) -> MemoryBoundResult | None:
+    """The kernel's memory bound against the peaks its cases measured (None: it has none). A part of the bound whose
+    cases did not run, or ran uncounted, is not judged (`measured` says whether any part was)."""
+    if bound is None:
+        return None
+    by_name = {c.name: c for c in cases}
+
+    def measured(name: str | None) -> MemoryMeasured | None:
+        case = by_name.get(name or "")
+        if case is None or case.peak_extra_bytes is None:
+            return None
+        sizes = bound.sizes or tuple(case.params or {})
+        return MemoryMeasured(case.name, case.peak_extra_bytes, {k: v for k, v in (case.params or {}).items()
+                                                                   if k in sizes})
+
+    at, small, large = measured(bound.case), measured(bound.small), measured(bound.large)
+    over = at is not None and bound.max_extra_bytes is not None and at.peak_extra_bytes > bound.max_extra_bytes
+    growth = None
+    if small is not None and large is not None and bound.max_growth is not None:
+        growth = max(large.peak_extra_bytes, MEMORY_FLOOR_BYTES) / max(small.peak_extra_bytes, MEMORY_FLOOR_BYTES)
+        over = over or growth > bound.max_growth
+    return MemoryBoundResult(bound.max_extra_bytes, bound.max_growth, MEMORY_FLOOR_BYTES, at, small, large,
+                             None if growth is None else round(growth, 3), over,
+                             at is not None or growth is not None, meaning=bound.meaning)
+
+
+def memory_bound_words(memory: MemoryBoundResult, cases: list[CaseResult]) -> str:
+    """Why a kernel exceeded its memory bound, as the student reads it: "peak extra memory 16 MiB at N = 2048, d = 8
+    (case 'n-2048'), over its bound of 4 MiB: an N x N matrix: Algorithm 1 keeps O(N d) (its outputs there were
+    correct)"."""
+    def at(measured: MemoryMeasured) -> str:
+        sizes = ", ".join(f"{k} = {v}" for k, v in measured.params.items())
+        return f"{sizes} (case '{measured.case}')" if sizes else f"case '{measured.case}'"
+
+    parts = []
+    judged: list[MemoryMeasured] = []
+    case = memory.case
+    if case is not None and memory.max_extra_bytes is not None and case.peak_extra_bytes > memory.max_extra_bytes:
+        parts.append(f"peak extra memory {size_in_words(case.peak_extra_bytes)} at {at(case)}, over its bound of "
+                     f"{size_in_words(memory.max_extra_bytes)}")
+        judged.append(case)
+    small, large = memory.small, memory.large
+    if small is not None and large is not None and memory.growth is not None and memory.max_growth is not None \
+            and memory.growth > memory.max_growth:
+        parts.append(f"peak extra memory grew {memory.growth:.3g} times from {size_in_words(small.peak_extra_bytes)} "
+                     f"at {at(small)} to {size_in_words(large.peak_extra_bytes)} at {at(large)}, more than the "
+                     f"{memory.max_growth:g} times allowed")
+        judged.append(large)
+    words = "; ".join(parts) + (f": {memory.meaning}" if memory.meaning else "")
+    right = [c.passed for c in cases if c.name in {m.case for m in judged}]
+    if right and all(right):
+        words += " (its outputs there were correct)"
+    return words
 
 
 def score_variants(assignment: Assignment, results: list[KernelResult], folders: tuple[VariantSources, ...],

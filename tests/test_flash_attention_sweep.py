@@ -52,8 +52,10 @@ def test_the_sweep_cases_double_n_at_d_64_and_are_not_graded(pack: Assignment) -
     for kernel in pack.kernels:
         assert [c.params["N"] for c in kernel.sweep_cases] == [128 * 2**i for i in range(7)]
         assert {c.params["d"] for c in kernel.sweep_cases} == {64}
-        # Graded cases stay small: Algorithm 0 at N = 8192 holds 256 MiB of scores and takes seconds.
-        assert max(c.params["N"] for c in kernel.cases) <= 512
+        # Graded cases stay small: Algorithm 0 at N = 8192 holds 256 MiB of scores and takes seconds. Only
+        # Algorithm 1's memory bound has a larger one (N = 2048 at d = 8: a tenth of a second).
+        bounded = kernel.memory_bound.case if kernel.memory_bound else None
+        assert max(c.params["N"] for c in kernel.cases if c.name != bounded) <= 512
     assert load_timing(pack).sweep_parameter == "N"
 
 

@@ -57,7 +57,9 @@ def test_both_kernels_sweep_the_same_n_at_d_64_apart_from_the_graded_cases(pack:
     for kernel in pack.kernels:
         assert [c.params["N"] for c in kernel.sweep_cases] == [128 * 2**i for i in range(7)]
         assert {c.params["d"] for c in kernel.sweep_cases} == {64}
-        assert max(c.params["N"] for c in kernel.cases) <= 256  # the graded cases stay small
+        # The graded cases stay small, but for the memory bound's (N = 2048 at d = 8: a fraction of a second).
+        bounded = kernel.memory_bound.case if kernel.memory_bound else None
+        assert max(c.params["N"] for c in kernel.cases if c.name != bounded) <= 256
     timing = load_timing(pack)
     assert timing.sweep_parameter == "N" and dict(timing.memory_exponent_limit) == {FLASH: 1.6}
 

@@ -134,7 +134,7 @@ def test_gradebook_has_one_row_per_student_with_the_breakdown(class_store: Path,
     assert set(by_id) == set(class_results)
     assert by_id["hana"]["total"] == "2.4" and by_id["hana"]["raw_score"] == "3"
     assert by_id["hana"]["late_days"] == "2" and by_id["hana"]["late_penalty"] == "0.6"
-    assert by_id["brian"]["flash_attention"] == "0.5" and by_id["brian"]["standard_attention"] == "1"
+    assert by_id["brian"]["flash_attention"] == "0.4444" and by_id["brian"]["standard_attention"] == "1"
     assert by_id["ivan"]["status"] == "not_submitted" and by_id["ivan"]["total"] == "0"
     # The outcome word the batch summary counts, not "graded" for a crash or a compile error.
     assert {sid: row["status"] for sid, row in by_id.items()} == {sid: r.outcome for sid, r in class_results.items()}

@@ -7,7 +7,8 @@ library, allocate its buffers between poisoned margins (on the target's device: 
 for CUDA, NumPy for C++), fill inputs, poison outputs with a NaN of a known bit pattern,
 initialise scratch as the spec says, call the kernel, check that the inputs and the margins are
 unchanged and that the call did not keep more device memory than allowed, and save the outputs as
-.npy. Progress goes to PROGRESS.jsonl one line per event (`grader.boundary.protocol`), so that
+.npy. Where the runner preloaded the counting allocator (CPU targets, `grader.boundary.allocations`), each call's
+`end` carries its peak extra heap memory, what it allocated beyond its arguments (a kernel's memory bound). Progress goes to PROGRESS.jsonl one line per event (`grader.boundary.protocol`), so that
 when this process dies the runner knows which call was in flight. Gold outputs never enter this
 process, with one deliberate exception: a check's composed call may compute a step's swap-in gold
 here, just in time, once that step's output is saved and sealed (its check's harness half says why
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from grader.boundary.allocations import AllocationMeter
 from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_BYTES, POISON_BITS, BufferArgument,
                                       Ended, EndStatus, Event, Plan, PlannedCall, Ready, Written, event_line,
                                       margin_bits, network_seen)
@@ -186,7 +188,10 @@ def load_library(device: Device, path: str, progress: Progress, index: int) -> A
 
 
 def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str, Any], progress: Progress,
-             index: int) -> bool:
+             index: int, meter: AllocationMeter | None = None) -> bool:
+    """One planned call, its `end` written; False after a device error. `meter`: the counting allocator's reader
+    (host memory, where the runner preloaded it): the call's peak extra heap memory is its `peak_extra_bytes`."""
+    meter = meter or AllocationMeter()
     if call.composition is not None:
         return _run_composed_call(plan, call, device, libraries, progress, index)
     library = libraries.get(call.library)
@@ -197,14 +202,18 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
     buffers = {a.name: allocate(device, a, Path(call.inputs_dir), plan.sanitizer, position)
                for position, a in enumerate(pointers) if not a.null}
     arguments = [(a, buffers.get(a.name)) for a in call.arguments]
+    meter.reset()  # the buffers just allocated are the baseline
     if any(isinstance(a, BufferArgument) and a.count_written for a in call.arguments):
         with MemorySampler(device) as sampler:
             completion = device.call(library, arguments)
         peak: int | None = sampler.peak_extra_bytes
     else:
         completion, peak = device.call(library, arguments), None
+    host_peak = meter.read()
     if peak is None:
         peak = completion.peak_device_bytes  # the allocator's own count (torch on CUDA), per case
+    if peak is None:
+        peak = host_peak  # the counting allocator's (CPU kernels: what the call malloc'd beyond its arguments)
     if completion.status != 0:
         progress.emit(Event.END, index, **failed(completion).fields())
         return False
@@ -301,10 +310,11 @@ def main(argv: list[str]) -> int:
     if device is None:
         return EXIT_NO_DEVICE
     libraries: dict[str, Any] = {}
+    meter = AllocationMeter()
     for index in range(start, stop):
         # "start" precedes loading the library: a crash in its static constructors is this call's.
         progress.emit(Event.START, index, at=time.time())
-        if not run_call(plan, plan.calls[index], device, libraries, progress, index):
+        if not run_call(plan, plan.calls[index], device, libraries, progress, index, meter):
             return EXIT_DEVICE_ERROR
     progress.emit(Event.FINISHED)
     return 0

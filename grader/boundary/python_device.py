@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from grader.boundary.allocations import rebase
 from grader.boundary.device import Completion
 from grader.boundary.host_memory import HostMemory
 from grader.boundary.protocol import ForbiddenUse, ScalarArgument
@@ -278,6 +279,7 @@ class PythonDevice(HostMemory):
                 lines = student_traceback(error, library.path).split("\n", 1)
                 return Completion(CALL_FAILED, 0.0, None, "\n".join([f"{lines[0]} (while importing {library.file})",
                                                                      *lines[1:]]), raised=True)
+            rebase()  # what the import keeps (the module, SciPy's) is not the call's memory
         torch_on = _torch_prepared()
         events = _cuda_events()
         started = time.perf_counter()

@@ -27,7 +27,6 @@ peak extra heap memory is read around it; `peak_extra_bytes` is the most of any 
 
 from __future__ import annotations
 
-import ctypes
 import enum
 import json
 import sys
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from grader.boundary.allocations import AllocationMeter
 from grader.boundary.harness import Buffer, Progress, allocate, announced_device, failed, load_library
 from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, POISON_BITS, BufferArgument, Ended, EndStatus,
                                       Event, Plan, PlannedCall)
@@ -76,29 +76,6 @@ class TimingEvent(str, enum.Enum):
     """The timing harness's event beside `grader.boundary.protocol.Event`'s."""
 
     TIMING = "timing"  # after the re-check: the clocks and the timer's facts
-
-
-class AllocationMeter:
-    """Each call's peak extra heap memory, from the preloaded counting allocator (absent: `counting` is False)."""
-
-    def __init__(self) -> None:
-        process = ctypes.CDLL(None)
-        self.reset_counter = getattr(process, "kg_alloc_reset", None)
-        self.peak_counter = getattr(process, "kg_alloc_peak", None)
-        if self.peak_counter is not None:
-            self.peak_counter.restype = ctypes.c_longlong
-        self.counting = self.reset_counter is not None and self.peak_counter is not None
-        self.most: int | None = None  # the largest peak of any call so far
-
-    def reset(self) -> None:
-        """Just before a call: what is held now is its baseline (the harness's own buffers do not count)."""
-        if self.counting:
-            self.reset_counter()
-
-    def read(self) -> None:
-        """Just after a call: its peak over the baseline, kept if the largest yet."""
-        if self.counting:
-            self.most = max(self.most or 0, int(self.peak_counter()))
 
 
 class InputSet:

@@ -119,6 +119,8 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
             hints.append(f"This assignment asks you to write this kernel yourself: replace the calls to "
                          f"{', '.join(calls) or 'the forbidden library'} with your own kernel code.")
         return hints
+    if (memory := _memory_hints(kernel)) and all(c.passed for c in kernel.cases):
+        return memory
     compared = [c for c in kernel.cases if c.status.was_judged]
     if kernel.check is not None:  # a whole-program check's result: what its plug-in put into the result
         return list(kernel.check_hints)
@@ -160,3 +162,12 @@ def _last_rows_unwritten(case: CaseResult) -> int | None:
         return None
     rows = index[0] + 1
     return index[0] if case.never_written * rows == case.elements else None
+
+
+def _memory_hints(kernel: KernelResult) -> list[str]:
+    """Where the kernel exceeded its memory bound: what to look for (the figures are in its deduction)."""
+    if kernel.memory_bound is None or not kernel.memory_bound.exceeded:
+        return []
+    return ["Its outputs are right, but it holds more memory than its technique allows: look for an allocation "
+            "sized by the whole problem (N × N scores, a dense M × N matrix: a std::vector, new[] or np.zeros), in "
+            "the kernel or in a function it calls, and compute that part one tile or one row at a time instead."]

@@ -88,12 +88,13 @@ class _Run:
     on_case: CaseWatcher | None = None  # told as each call starts and ends (a live line)
     bytecode: Path | None = None  # the harness's imports' bytecode, where the machine keeps none (bytecode.py)
     kernel_cache: KernelCache | None = None  # the submission's compiled kernels (CuPy's), carried between harnesses
+    preload: Path | None = None  # a library every harness starts with (the counting allocator: CPU kernels' memory)
 
 
 def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_limit_s: float | None = None,
               wrapper: tuple[str, ...] = (), sanitizer: bool = False, parallel: int = 1, then: Then | None = None,
               slots: Gate | None = None, on_case: CaseWatcher | None = None,
-              bytecode: Path | None = None) -> RunReport:
+              bytecode: Path | None = None, preload: Path | None = None) -> RunReport:
     """Run every call, each kernel in harnesses of its own, up to `parallel` harnesses at once.
 
     A kernel's harness sees only that kernel's library and inputs and one writable folder of its
@@ -110,6 +111,8 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_
     those of an enclosing run, whose follow-up this run is (it then runs here, in its caller's slot).
     `on_case` is told as each call starts and ends in its harness (from the harnesses' threads). `bytecode`:
     a folder of bytecode the harnesses read their imports from (`grader.runner.bytecode.harness_bytecode`).
+    `preload`: a shared library each harness starts with (LD_PRELOAD: the counting allocator, by which each CPU
+    call's peak extra heap memory is counted, `grader.boundary.allocations`).
     Every harness is held to the spec's sandbox limits (`limits_for`).
     """
     started = time.perf_counter()
@@ -121,7 +124,7 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_
     target = target_of(assignment)
     with kernel_cache_for(target) as kernel_cache:
         run = _Run(assignment, sandbox, limits_for(assignment), target, wrapper, sanitizer, budget,
-                   time.monotonic() + budget, slots, threading.Event(), on_case, bytecode, kernel_cache)
+                   time.monotonic() + budget, slots, threading.Event(), on_case, bytecode, kernel_cache, preload)
         if not own or slots.size == 1:
             parts = [_run_kernel(run, [calls[i] for i in group]) for group in groups]
             calls_done = time.perf_counter()
@@ -265,7 +268,7 @@ def _run_kernel(run: _Run, calls: list[Call]) -> RunReport:
                 launched_at = time.time()
                 ended = session.run(plan_file, next_index, stop, calls, run.sandbox, run.limits, run.target,
                                     min(run.deadline, kernel_deadline), run.wrapper, bytecode=run.bytecode,
-                                    kernel_cache=run.kernel_cache)
+                                    preload=run.preload, kernel_cache=run.kernel_cache)
             # Beside others on a GPU, a neighbour may have held the card: only a failure alone counts.
             confirm = run.target.needs_gpu and held.shared and not fails_alone
             alone = False

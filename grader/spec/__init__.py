@@ -11,7 +11,7 @@ are: one folder each, under assignments/).
 """
 
 from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, SCALAR_DTYPES, Assignment, Buffer, Case, CreditGroup,
-                               Evidence, GoldSource, Init, Kernel, LatePolicy, Parameter, PartialCredit, Role, Signature,
+                               Evidence, GoldSource, Init, Kernel, LatePolicy, MemoryBound, Parameter, PartialCredit, Role, Signature,
                                Tolerance, Untouched, Variant)
 from grader.spec.assignments import (ASSIGNMENTS_DIR, PROJECT_ROOT, BrokenAssignment, find_assignment,
                                      list_assignments, survey_assignments)
@@ -22,6 +22,6 @@ from grader.spec.loader import load_assignment
 
 __all__ = ["EVIDENCE", "Evidence", "Variant", "INITS", "LIBRARIES", "PROJECT_ROOT", "SANITIZER_TOOLS", "SCALAR_DTYPES", "Assignment", "Buffer", "Case",
            "CreditGroup",
-           "GoldSource", "Init", "Kernel", "LatePolicy", "Parameter", "PartialCredit", "Role", "Signature",
+           "GoldSource", "Init", "Kernel", "LatePolicy", "MemoryBound", "Parameter", "PartialCredit", "Role", "Signature",
            "Tolerance", "Untouched", "allocation_of", "evaluate", "ASSIGNMENTS_DIR", "find_assignment", "list_assignments", "survey_assignments", "BrokenAssignment", "load_assignment",
            "parse_signature", "shape_of"]

@@ -6,7 +6,8 @@ from typing import Any
 
 from grader.errors import SpecError
 from grader.spec.document import Reader
-from grader.spec.model import EVIDENCE, INITS, Buffer, Case, Kernel, Tolerance
+from grader.spec.document import table_reader
+from grader.spec.model import EVIDENCE, INITS, Buffer, Case, Kernel, MemoryBound, Tolerance
 from grader.spec.shapes import evaluate
 from grader.spec.signature import parse_signature
 
@@ -111,6 +112,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         variant_only=read.get("variant_only", bool, False),
         functions=tuple(dict.fromkeys(functions)),
         hints=read.strings("hints", ()),
+        memory_bound=load_memory_bound(table.get("memory_bound"), cases, f"{where} key 'memory_bound'"),
     )
 
 
@@ -140,6 +142,53 @@ def load_source_entries(entries: list[Any], where: str) -> tuple[tuple[str, ...]
             raise SpecError(f"{where}: entry {i} names an alternative twice: {alternatives!r}")
         loaded.append(tuple(alternatives))
     return tuple(loaded)
+
+
+
+
+MEMORY_BOUND_KEYS = ("case", "max_extra_mb", "small", "large", "max_growth", "penalty", "meaning", "sizes")
+
+
+def load_memory_bound(table: Any, cases: list[Case], where: str) -> MemoryBound | None:
+    """A kernel's `memory_bound` (absent: None): `case` with `max_extra_mb` (MiB), and/or `small`, `large` with
+    `max_growth`; each a case of the kernel's graded `cases`, so that `grade` (and, for a public case, `check`)
+    measures it."""
+    if table is None:
+        return None
+    read = table_reader(table, where, MEMORY_BOUND_KEYS,
+                        "a table with case and max_extra_mb, and/or small, large and max_growth")
+    names = [c.name for c in cases]
+    for key in ("case", "small", "large"):
+        if key in table and read.get(key, str) not in names:
+            raise SpecError(f"{where}: key '{key}' names case {table[key]!r}, which is not among the kernel's cases "
+                            f"({', '.join(names)}); a sweep case is never graded")
+    peak, growth = ("case" in table, "max_extra_mb" in table), [k in table for k in ("small", "large", "max_growth")]
+    if any(peak) and not all(peak):
+        raise SpecError(f"{where}: 'case' and 'max_extra_mb' go together (the peak extra memory allowed at that case)")
+    if any(growth) and not all(growth):
+        raise SpecError(f"{where}: 'small', 'large' and 'max_growth' go together (how many times the peak may grow "
+                        "from the small case to the large one)")
+    if not any(peak) and not any(growth):
+        raise SpecError(f"{where}: bounds nothing; expected case and max_extra_mb, and/or small, large and max_growth")
+    max_extra_mb = read.get("max_extra_mb", float, None)
+    if max_extra_mb is not None and max_extra_mb <= 0:
+        raise SpecError(f"{where}: key 'max_extra_mb' must be > 0 (MiB), found {max_extra_mb}")
+    max_growth = read.get("max_growth", float, None)
+    if max_growth is not None and max_growth < 1:
+        raise SpecError(f"{where}: key 'max_growth' must be >= 1 (times the small case's peak), found {max_growth}")
+    if all(growth) and table["small"] == table["large"]:
+        raise SpecError(f"{where}: 'small' and 'large' name the same case {table['small']!r}")
+    penalty = read.get("penalty", float, 1.0)
+    if not 0 <= penalty <= 1:
+        raise SpecError(f"{where}: key 'penalty' is a share of the kernel's weight between 0 and 1, found {penalty}")
+    sizes = read.strings("sizes", ())
+    measured = [c for c in cases if c.name in (table.get("case"), table.get("small"), table.get("large"))]
+    if missing := [s for s in sizes if any(s not in c.params for c in measured)]:
+        raise SpecError(f"{where}: key 'sizes' names {missing}, which the bound's cases do not all set")
+    return MemoryBound(case=read.get("case", str, None),
+                       max_extra_bytes=None if max_extra_mb is None else int(max_extra_mb * (1 << 20)),
+                       small=read.get("small", str, None), large=read.get("large", str, None), max_growth=max_growth,
+                       penalty=penalty, meaning=read.get("meaning", str, ""), sizes=sizes)
 
 
 def _load_cases(raw_cases: list[Any], key: str, scalars: list[str], buffers: list[Buffer], where: str) -> list[Case]:

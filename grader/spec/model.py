@@ -103,6 +103,35 @@ class Case:
     tolerance: Tolerance | None = None  # overrides the kernel's for an ill-conditioned case
 
 
+# A memory bound's growth: each peak counts as at least this much, so that a kernel that holds next to nothing at the
+# small case (a few KiB of row statistics) is not judged by the allocator's noise.
+MEMORY_FLOOR_BYTES = 64 << 10
+
+
+@dataclass(frozen=True)
+class MemoryBound:
+    """The memory a kernel's technique keeps it within (`memory_bound` of its [[kernels]] table): its peak extra memory
+    (what a call allocates beyond its arguments: host heap for CPU kernels) at most `max_extra_bytes` at case `case`,
+    and/or that peak growing at most `max_growth` times from case `small` to case `large` (each peak counted as at
+    least MEMORY_FLOOR_BYTES). Exceeding it costs `penalty` of the kernel's weight; `meaning` says what it means, in
+    the student's words ("an N x N matrix: Algorithm 1 keeps O(N d)"); `sizes`: the case parameters the words name.
+    """
+
+    case: str | None = None
+    max_extra_bytes: int | None = None
+    small: str | None = None
+    large: str | None = None
+    max_growth: float | None = None
+    penalty: float = 1.0
+    meaning: str = ""
+    sizes: tuple[str, ...] = ()
+
+    @property
+    def cases(self) -> tuple[str, ...]:
+        """The cases it measures, each once."""
+        return tuple(dict.fromkeys(c for c in (self.case, self.small, self.large) if c is not None))
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str
@@ -153,6 +182,8 @@ class Kernel:
     # What a failed comparison of this kernel usually means, in the pack's own terms (its `hints`): the reports give
     # these instead of the generic pattern hints, which are about array kernels (strides, tiles).
     hints: tuple[str, ...] = ()
+    # The memory its technique keeps it within, measured on its cases (`MemoryBound`); None: not bounded.
+    memory_bound: MemoryBound | None = None
 
     def __post_init__(self) -> None:
         if not self.base:
