@@ -86,6 +86,10 @@ class Buffer:
     count_written: bool = False
     # An output whose values (a few: accuracy per k) the result keeps, for a report's figure (`CaseResult.reported`).
     report: bool = False
+    # An output judged against another output of the same call instead of gold: the truth the course states is
+    # the submission's own (the KV cache's generation against its own model's uncached one, which the grader's
+    # adapter writes in the same call). The output it names is that truth, and is not judged itself.
+    judged_against: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,9 @@ class Kernel:
     # The spec's `sources` as written: per entry, its alternatives in order (a path, or a glob such as `src/*.cpp`),
     # of which a checkout's first present one is used (`grader.sources`). (): each of `sources` alone.
     source_entries: tuple[tuple[str, ...], ...] = ()
+    # The assignment's provided files, which every build of it gets (the grader's adapter among them): a
+    # traceback marks their frames as the grader's, not the student's.
+    provided: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.base:

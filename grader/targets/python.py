@@ -123,7 +123,8 @@ class PythonTarget(HostTarget):
         return json.dumps({"module": module_name(kernel.header), "file": kernel.header,
                            "function": kernel.signature.function,
                            "parameters": [p.name for p in kernel.signature.parameters],
-                           "forbidden": list(import_patterns(kernel.forbidden_symbols))}, indent=1) + "\n"
+                           "forbidden": list(import_patterns(kernel.forbidden_symbols)),
+                           "provided": list(kernel.provided)}, indent=1) + "\n"  # a traceback marks their frames
 
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
         return ()
