@@ -76,6 +76,24 @@ def gold_outputs(
             for k, c, _ in selection}
 
 
+def judged_with(kernel: Kernel, produced: dict[str, np.ndarray],
+                gold: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What each judged output of one call is compared with: its gold, or for an output `judged_against` another,
+    that output as the same call saved it (the submission's own truth, poison and all). The truths themselves are
+    left out: they are judged against nothing."""
+    truths = {b.judged_against for b in kernel.buffers_with("output")}
+    expected = {}
+    for buffer in kernel.buffers_with("output"):
+        if buffer.name in truths:
+            continue
+        if buffer.judged_against is None:
+            expected[buffer.name] = gold[buffer.name]
+        else:  # a truth that was not saved: nothing to match, said as NaN expected everywhere
+            truth = produced.get(buffer.judged_against)
+            expected[buffer.name] = truth if truth is not None else np.full(gold[buffer.name].shape, np.nan)
+    return expected
+
+
 def _numpy_gold(assignment: Assignment, selection: list[tuple[Kernel, Case, Path]],
                 cache_dir: Path, strict: bool = True) -> dict[GoldKey, dict[str, np.ndarray]]:
     """Gold from numpy_reference.py, in float64, computed in this process (the assignment's code, not student code)."""

@@ -21,7 +21,7 @@ from grader.checks.grading import (check_calls, check_gold, check_results, prepa
 from grader.cases import Seed, prepare_inputs
 from grader.compare import Verdict, compare
 from grader.device import certainly_unavailable, unavailable_reason
-from grader.gold import gold_outputs, meaningful_inputs
+from grader.gold import gold_outputs, judged_with, meaningful_inputs
 from grader.checkout import Checkout, checkout_folder
 from grader.options import Options
 from grader.results import Environment, Result, Submission, SubmissionStatus
@@ -232,7 +232,8 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         outcome = outcomes.get((kernel.name, case.name))
         if outcome is None or outcome.status != CallStatus.OK or outcome.output_dir is None:
             return None, {}, {}
-        produced, expected = _load_outputs(outcome.output_dir, kernel), gold[(kernel.name, case.name)]
+        produced = _load_outputs(outcome.output_dir, kernel)
+        expected = judged_with(kernel, produced, gold[(kernel.name, case.name)])
         axes = {b.name: named_axes(b, case.params) for b in kernel.buffers_with("output")}
         return (compare(produced, expected, kernel.tolerance_for(case), pointers_of(kernel), axes),
                 reported_values(kernel, produced), reported_values(kernel, expected))

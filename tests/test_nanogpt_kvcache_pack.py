@@ -1,8 +1,10 @@
 """The nanogpt-kvcache pack (python target, torch on the CPU): KV caching for NanoGPT's generate, graded through the
 pack's adapter on its public cases (tiny configs: 2 layers, 64 wide, block 64).
 
-Real builds and real harnesses for the reference, the template and every sample; the reference's gold checked
-in-process against a float64 NumPy GPT-2 that generates without a cache (numpy_reference.py).
+Real builds and real harnesses for the reference, the template and every sample (nanoGPT forks among them: one on
+GPT-2's tanh GELU, one with from_pretrained and a module of its own); the generations judged against the
+submission's own model's original generation, which the adapter writes in the same call; the reference's adapter
+outputs checked in-process against a float64 NumPy GPT-2 that generates without a cache (numpy_reference.py).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import numpy as np
 import pytest
 
 from grader.cases import Seed, make_case_inputs
+from grader.errors import SpecError
+from grader.gold import judged_with
 from grader.options import Options
 from grader.pipeline import grade
 from grader.samples import Sample
 from grader.spec import Assignment, load_assignment
+from grader.spec.kernels import load_kernel
 from grader.targets import target_of
 
 from conftest import grade_variant, needs_torch, variant_params
@@ -78,6 +83,8 @@ def test_template_without_a_cache_fails_the_cached_kernels_and_says_how_to_switc
         kernel = kernel_of(result, name)
         assert kernel.score == 0 and kernel.cases
         assert all("model.py has no cache switch" in c.message for c in kernel.cases), kernel.cases[0].message
+        # The adapter raised it, in its own words: no traceback of the grader's frames as if they were the student's.
+        assert all("Traceback" not in c.message for c in kernel.cases), kernel.cases[0].message
 
 
 @needs_torch
@@ -117,18 +124,87 @@ def test_reference_generation_is_a_float64_gpt2_generating_greedily(pack: Assign
         p = dict(case.params)
         prompt = make_case_inputs(pack, kernel, case, Seed(pack.public_seed, None))["prompt"]
         gold = truth.cached_generation(prompt, **p)
-        tokens, logits = np.full_like(gold["tokens"], -1), np.full_like(gold["logits"], np.nan, dtype=np.float32)
+        out = {name: np.full(array.shape, -1, np.int32) if array.dtype.kind == "i" else
+               np.full(array.shape, np.nan, np.float32) for name, array in gold.items()}
         function = grading.cached_generation if cached else grading.uncached_generation
-        function(prompt, tokens, logits, *(int(p[name]) for name in SIZES))
-        assert np.array_equal(tokens, gold["tokens"]), case.name
-        # float32 against float64: the pack's tolerance (atol 2e-4, rtol 1e-4) holds with room.
-        assert np.allclose(logits, gold["logits"], atol=2e-4, rtol=1e-4), (case.name, np.abs(logits - gold["logits"]).max())
+        function(prompt, out["generated"], out["logits"], out["original_tokens"], out["original_logits"],
+                 *(int(p[name]) for name in SIZES))
+        for tokens, logits in (("generated", "logits"), ("original_tokens", "original_logits")):
+            assert np.array_equal(out[tokens], gold[tokens]), (case.name, tokens)
+            # float32 against float64: the pack's tolerance (atol 2e-4, rtol 1e-4) holds with room.
+            assert np.allclose(out[logits], gold[logits], atol=2e-4, rtol=1e-4), \
+                (case.name, logits, np.abs(out[logits] - gold[logits]).max())
         if case.name == "past-block-size":
             assert p["prompt_len"] + p["new_tokens"] > p["block_size"]  # the case crops
 
 
 def test_cuda_pack_grades_the_same_files(pack: Assignment) -> None:
     cuda = load_assignment("nanogpt-kvcache-cuda")
-    for name in ("model.py", "kvcache_grading.py"):
+    for name in ("model.py", "kvcache_grading.py", "README.md"):
         for folder in ("reference", "template"):
+            if not (pack.root / folder / name).is_file():
+                continue
             assert (cuda.root / folder / name).read_bytes() == (pack.root / folder / name).read_bytes(), (folder, name)
+
+
+@needs_torch
+def test_a_wrong_cache_is_judged_against_its_own_uncached_tokens_exactly_by_row_and_step(pack: Assignment,
+                                                                                          graded_public) -> None:
+    sample = next(p.values[0] for p in variant_params(PACK) if p.values[0].name == "mutant-cache-position-off-by-one")
+    kernel = kernel_of(graded_public(sample), "cached_generation")
+    wrong = [c for c in kernel.cases if c.first_mismatch is not None and c.first_mismatch.buffer == "generated"]
+    assert wrong, [c.message for c in kernel.cases]
+    for case in wrong:
+        row, step = case.first_mismatch.index  # (batch row, step - 1): the new tokens alone
+        assert 0 <= row < case.params["batch"] and 0 <= step < case.params["new_tokens"]
+        expected, got = case.first_mismatch.expected, case.first_mismatch.got
+        assert expected != got and float(expected).is_integer() and float(got).is_integer(), case.first_mismatch
+        assert 0 <= expected < case.params["vocab_size"] and 0 <= got < case.params["vocab_size"]
+
+
+def test_token_ids_are_compared_exactly_in_every_case(pack: Assignment) -> None:
+    """An id is an integer: where the allowance at the largest id is below 1, a different id always fails."""
+    for kernel in (k for k in pack.kernels if any(b.name == "generated" for b in k.buffers)):
+        for case in (*kernel.cases, *kernel.sweep_cases):
+            tolerance = kernel.tolerance_for(case)
+            assert tolerance.atol + tolerance.rtol * (case.params["vocab_size"] - 1) < 1, (kernel.name, case.name)
+
+
+def test_generations_are_judged_against_the_submissions_own_outputs_and_the_truths_are_not_judged(
+        pack: Assignment) -> None:
+    kernel = next(k for k in pack.kernels if k.name == "cached_generation")
+    produced = {"generated": np.array([[3, 4]], np.int32), "logits": np.zeros((1, 2, 2), np.float32),
+                "original_tokens": np.array([[3, 5]], np.int32), "original_logits": np.ones((1, 2, 2), np.float32)}
+    gold = {name: np.full_like(array, 7) for name, array in produced.items()}  # the reference's: not the truth
+    expected = judged_with(kernel, produced, gold)
+    assert set(expected) == {"generated", "logits"}
+    assert expected["generated"] is produced["original_tokens"] and expected["logits"] is produced["original_logits"]
+
+
+@pytest.mark.parametrize("buffers, words", [
+    ({"out": {"role": "output", "shape": "n", "judged_against": "truth_missing"}}, "another output"),
+    ({"out": {"role": "output", "shape": "n", "judged_against": "other"},
+      "other": {"role": "output", "shape": "n, n"}}, "dtype and shape"),
+    ({"out": {"role": "output", "shape": "n", "judged_against": "other"},
+      "other": {"role": "output", "shape": "n", "judged_against": "out"}}, "cannot be judged against"),
+])
+def test_an_output_judged_against_another_must_name_a_truth_of_its_shape(buffers: dict, words: str) -> None:
+    table = {"name": "k", "weight": 1, "header": "k.py", "sources": ["k.py"],
+             "signature": "void k(float* out, float* other, int n)" if "other" in buffers else "void k(float* out, int n)",
+             "tolerance": {"atol": 0.0, "rtol": 0.0}, "buffers": buffers, "cases": [{"name": "a", "n": 2}]}
+    defaults = {"time_limit_s": 1.0, "partial_credit": "fraction", "forbidden_symbols": (), "forbidden_penalty": 1.0,
+                "sanitizer": (), "sanitizer_penalty": 0.0, "scratch_init": "poison", "kernel_time_limit_s": None}
+    with pytest.raises(SpecError, match=words):
+        load_kernel(table, "assignment.toml kernels[0]", defaults)
+
+
+@needs_torch
+def test_a_traceback_marks_the_graders_adapter_frames_and_shows_the_students_as_theirs(graded_public) -> None:
+    sample = next(p.values[0] for p in variant_params(PACK) if p.values[0].name == "mutant-cache-keys-not-values")
+    case = kernel_of(graded_public(sample), "cached_generation").cases[0]
+    lines = case.message.splitlines()
+    adapter = [line for line in lines if line.lstrip().startswith('File "kvcache_grading.py"')]
+    student = [line for line in lines if line.lstrip().startswith('File "model.py"')]
+    assert adapter and student, case.message
+    assert all(line.endswith("[the grader's file, not yours]") for line in adapter), case.message
+    assert not any("grader's file" in line for line in student), case.message

@@ -1,5 +1,7 @@
-"""A float64 NumPy GPT-2 that generates greedily without a cache, from the weights the adapter sets: the check of
-the reference's gold (tests/test_nanogpt_kvcache_pack.py). Gold itself is the reference's (`gold = "reference"`).
+"""A float64 NumPy GPT-2 (nanoGPT's architecture) that generates greedily without a cache, from the weights the
+adapter sets: the check of the reference's gold (tests/test_nanogpt_kvcache_pack.py). Gold itself is the reference's
+(`gold = "reference"`), and the generation kernels judge a submission against its own model's uncached generation,
+not against gold (`judged_against`): this module says only that the reference and the adapter are nanoGPT's.
 
 The weights are drawn as kvcache_grading.py draws them (torch's generator, seeded per parameter name), so this
 module needs torch; it is the grader's code, run in the grader's process, never in a student's harness.
@@ -82,7 +84,9 @@ def _generation(prompt, batch, prompt_len, new_tokens, n_layer, n_head, n_embd, 
         logits = last_logits(w, idx[:, -block_size:], n_layer, n_head)
         steps.append(logits)
         idx = np.concatenate([idx, logits.argmax(-1)[:, None]], axis=1)
-    return {"tokens": idx.astype(np.int32).reshape(-1), "logits": np.stack(steps, axis=1).reshape(-1)}
+    tokens, logits = idx[:, prompt_len:].astype(np.int32), np.stack(steps, axis=1)
+    # The truth the adapter writes beside the generation is the same greedy loop, so the same numbers.
+    return {"generated": tokens, "logits": logits, "original_tokens": tokens, "original_logits": logits}
 
 
 def cached_generation(prompt: np.ndarray, **case) -> dict[str, np.ndarray]:

@@ -57,6 +57,7 @@ CALL_FAILED = 1  # a Completion's status when the call raised
 METHOD_PREFIX = "."  # a forbidden pattern that names a method or attribute (".toarray"), not a module
 MAX_USES = 16  # forbidden uses one call records (an `end` event carries as many)
 MONITORING_TOOL, MONITORING_NAME = 2, "kernel-grader"  # sys.monitoring's PROFILER_ID (Python 3.12 on)
+GRADER_FRAME = "the grader's file, not yours"  # a traceback's mark on a frame in a provided file (its adapter)
 
 
 def forbidding(name: str, patterns: Sequence[str]) -> str | None:
@@ -227,21 +228,32 @@ class PythonLibrary:
     file: str
     function_name: str
     function: Callable[..., Any] | None = None
+    grader_files: tuple[str, ...] = ()  # the provided files among the archive's (the entry's "provided")
 
 
-def student_traceback(error: BaseException, root: str) -> str:
-    """What was raised, then the traceback's frames in the student's files only (paths relative to the submission)."""
+def student_traceback(error: BaseException, root: str, grader_files: Sequence[str] = ()) -> str:
+    """What was raised, then the traceback's frames in the submission's files (paths relative to it); frames in
+    `grader_files` (the assignment's provided files, the grader's adapter among them) are marked as the grader's, not
+    the student's. Where every frame is the grader's (its adapter raised with a message of its own), the message."""
     prefix = root.rstrip("/") + "/"
     frames = [traceback.FrameSummary(f.filename[len(prefix):], f.lineno, f.name, line=f.line)
               for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(prefix)]
     what = "".join(traceback.format_exception_only(type(error), error)).strip().replace(prefix, "")
-    if not frames:
+    grader_own = set(grader_files)
+    if all(f.filename in grader_own for f in frames):
         return what
     left_out = max(0, len(frames) - FRAMES_SHOWN)
-    heading = "Traceback (your code only, most recent call last"
+    marked = " the grader's files marked;" if any(f.filename in grader_own for f in frames[left_out:]) else ""
+    heading = f"Traceback (your code;{marked} most recent call last" if marked else \
+        "Traceback (your code only, most recent call last"
     heading += f"; {left_out} earlier frame(s) left out):" if left_out else "):"
-    shown = "".join(traceback.StackSummary.from_list(frames[left_out:]).format()).rstrip()
-    return f"{what}\n{heading}\n{shown}"
+    shown = []
+    for frame, text in zip(frames[left_out:], traceback.StackSummary.from_list(frames[left_out:]).format()):
+        if frame.filename in grader_own:  # its first line names the file: the mark goes at its end
+            first, _, rest = text.partition("\n")
+            text = f"{first}  [{GRADER_FRAME}]\n{rest}"
+        shown.append(text)
+    return f"{what}\n{heading}\n{''.join(shown).rstrip()}"
 
 
 class PythonDevice(HostMemory):
@@ -259,7 +271,8 @@ class PythonDevice(HostMemory):
         with zipfile.ZipFile(path) as archive:
             entry = json.loads(archive.read(ENTRY_FILE))
         self.guard.forbid(tuple(entry["forbidden"]), tuple(entry.get("methods", ())), path)
-        return PythonLibrary(path, entry["module"], entry["file"], entry["function"])
+        return PythonLibrary(path, entry["module"], entry["file"], entry["function"],
+                             grader_files=tuple(entry.get("provided", ())))
 
     def call(self, library: PythonLibrary, arguments: list[tuple[Argument, Any]]) -> Completion:
         """Import the kernel's module if this is its first call, then call the function on the arrays and scalars;
@@ -276,7 +289,7 @@ class PythonDevice(HostMemory):
             try:
                 library.function = _imported(library)
             except BaseException as error:  # SystemExit too: the student's code ended the import, not the harness
-                lines = student_traceback(error, library.path).split("\n", 1)
+                lines = student_traceback(error, library.path, library.grader_files).split("\n", 1)
                 return Completion(CALL_FAILED, 0.0, None, "\n".join([f"{lines[0]} (while importing {library.file})",
                                                                      *lines[1:]]), raised=True)
             rebase()  # what the import keeps (the module, SciPy's) is not the call's memory
@@ -289,7 +302,8 @@ class PythonDevice(HostMemory):
             returned = library.function(*values)
         except BaseException as error:
             return Completion(CALL_FAILED, (time.perf_counter() - started) * 1e3, None,
-                              student_traceback(error, library.path), raised=True)
+                              student_traceback(error, library.path, library.grader_files),
+                              raised=True)
         device_ms = _elapsed_ms(events)
         wall_ms = (time.perf_counter() - started) * 1e3
         peak = _torch_peak_bytes(torch_on)

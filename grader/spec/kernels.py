@@ -48,6 +48,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
                 mutable=b.get("mutable", bool, False),
                 init=init,  # type: ignore[arg-type]
                 report=b.get("report", bool, False),
+                judged_against=b.get("judged_against", str, None),
             )
         )
         if buffers[-1].report and role != "output":
@@ -58,6 +59,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         raise SpecError(f"{where}: 'buffers' names {sorted(unknown)}, which are not pointer parameters of the signature")
     if not any(b.role == "output" for b in buffers):
         raise SpecError(f"{where}: no buffer has role 'output', so nothing would be graded")
+    _check_judged_against(buffers, where)
 
     tolerance = load_tolerance(read.get("tolerance", dict), f"{where} tolerance")
 
@@ -106,6 +108,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
         sanitizer=_sanitizer_tools(read.strings("sanitizer", defaults["sanitizer"]), f"{where} key 'sanitizer'"),
         sanitizer_penalty=read.get("sanitizer_penalty", float, defaults["sanitizer_penalty"]),
         time_budget_s=read.get("time_budget_s", float, defaults["kernel_time_limit_s"]),
+        provided=tuple(defaults.get("provided", ())),
         evidence=evidence,  # type: ignore[arg-type]
         required_symbols=read.strings("required_symbols", ()),
         evidence_penalty=evidence_penalty,
@@ -189,6 +192,32 @@ def load_memory_bound(table: Any, cases: list[Case], where: str) -> MemoryBound 
                        max_extra_bytes=None if max_extra_mb is None else int(max_extra_mb * (1 << 20)),
                        small=read.get("small", str, None), large=read.get("large", str, None), max_growth=max_growth,
                        penalty=penalty, meaning=read.get("meaning", str, ""), sizes=sizes)
+
+
+def _check_judged_against(buffers: list[Buffer], where: str) -> None:
+    """An output judged against another: that one is an output of the same kernel, of its dtype and shape, and a
+    truth only (judged against nothing itself)."""
+    by_name = {b.name: b for b in buffers}
+    for buffer in (b for b in buffers if b.judged_against is not None):
+        at = f"{where} buffers.{buffer.name} key 'judged_against'"
+        truth = by_name.get(buffer.judged_against)  # type: ignore[arg-type]
+        if buffer.role != "output" or truth is None or truth.role != "output" or truth is buffer:
+            raise SpecError(f"{at}: an output is judged against another output of the kernel; found "
+                            f"{buffer.judged_against!r} for a buffer whose role is '{buffer.role}' (outputs: "
+                            f"{', '.join(b.name for b in buffers if b.role == 'output' and b is not buffer)})")
+        if truth.dtype != buffer.dtype or truth.shape != buffer.shape:
+            raise SpecError(f"{at}: '{truth.name}' must have the dtype and shape of '{buffer.name}' "
+                            f"({buffer.dtype}, {', '.join(buffer.shape)}); found {truth.dtype}, "
+                            f"{', '.join(truth.shape)}")
+        if truth.judged_against is not None:
+            raise SpecError(f"{at}: '{truth.name}' is the truth '{buffer.name}' is judged against, so it cannot "
+                            f"be judged against '{truth.judged_against}' itself")
+    if not any(b.role == "output" and not _is_truth(b, buffers) for b in buffers):
+        raise SpecError(f"{where}: every output is another's truth, so nothing would be graded")
+
+
+def _is_truth(buffer: Buffer, buffers: list[Buffer]) -> bool:
+    return any(b.judged_against == buffer.name for b in buffers)
 
 
 def _load_cases(raw_cases: list[Any], key: str, scalars: list[str], buffers: list[Buffer], where: str) -> list[Case]:

@@ -44,6 +44,7 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
         "sanitizer_penalty": top.get("sanitizer_penalty", float, 0.0),
         "scratch_init": top.choice("scratch_init", INITS, "poison"),
         "kernel_time_limit_s": top.get("kernel_time_limit_s", float, None),
+        "provided": top.strings("provided", ()),
     }
     if not document.kernels:
         raise SpecError(f"{spec_file}: expected at least one [[kernels]] table")

@@ -86,6 +86,10 @@ class Buffer:
     count_written: bool = False
     # An output whose values (a few: accuracy per k) the result keeps, for a report's figure (`CaseResult.reported`).
     report: bool = False
+    # An output judged against another output of the same call instead of gold: the truth the course states is
+    # the submission's own (the KV cache's generation against its own model's uncached one, which the grader's
+    # adapter writes in the same call). The output it names is that truth, and is not judged itself.
+    judged_against: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,9 @@ class Kernel:
     hints: tuple[str, ...] = ()
     # The memory its technique keeps it within, measured on its cases (`MemoryBound`); None: not bounded.
     memory_bound: MemoryBound | None = None
+    # The assignment's provided files, which every build of it gets (the grader's adapter among them): a
+    # traceback marks their frames as the grader's, not the student's.
+    provided: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.base:

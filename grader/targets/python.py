@@ -129,7 +129,8 @@ class PythonTarget(HostTarget):
                            "function": kernel.signature.function,
                            "parameters": [p.name for p in kernel.signature.parameters],
                            "forbidden": list(import_patterns(kernel.forbidden_symbols)),
-                           "methods": list(method_patterns(kernel.forbidden_symbols))}, indent=1) + "\n"
+                           "methods": list(method_patterns(kernel.forbidden_symbols)),
+                           "provided": list(kernel.provided)}, indent=1) + "\n"  # a traceback marks their frames
 
     def library_flags(self, libraries: tuple[str, ...]) -> tuple[str, ...]:
         return ()

@@ -27,7 +27,7 @@ from grader.build import Artifact
 from grader.cases import Seed, prepare_inputs
 from grader.compare import compare
 from grader.errors import GraderError
-from grader.gold import gold_outputs
+from grader.gold import gold_outputs, judged_with
 from grader.options import Options
 from grader.pipeline import build_stage
 from grader.runner.kernel_cache import KernelCache, kernel_cache_for
@@ -179,7 +179,7 @@ def recheck(timed: KernelTiming, events: tuple[dict[str, Any], ...], produced: P
             outputs[buffer.name] = load_npy(produced / f"{buffer.name}.npy")
         except (OSError, ValueError):
             continue  # compare names a missing output as such
-    verdict = compare(outputs, gold, kernel.tolerance_for(case))
+    verdict = compare(outputs, judged_with(kernel, outputs, gold), kernel.tolerance_for(case))
     if not verdict.passed:
         return replace(timed, status=TimingStatus.WRONG,
                        message=f"its outputs after timing do not match gold on case '{case.name}' "
