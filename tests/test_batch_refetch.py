@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.spec import load_assignment
 from grader.store import FETCH_ATTEMPTS, Store
 
 from git_server import GitServer
-from test_batch import DEADLINE
+from test_batch import DEADLINE, make_repo
 from test_batch_robust import batch, student_repo
 from test_store import result as small_result
 
@@ -89,35 +90,38 @@ def test_fetch_attempts_count_the_failures_in_a_row_from_the_store(tmp_path: Pat
     assert store.fetch_failures("a") == {"ghost": 1} and store.to_grade("a", roster) == ["ghost"]
 
 
-def test_a_changed_deadline_or_late_window_warns_that_kept_results_used_other_commits(tmp_path: Path,
-                                                                                    cache_dir: Path) -> None:
+def test_a_changed_deadline_or_late_window_warns_only_of_kept_results_whose_commit_it_changes(
+        tmp_path: Path, cache_dir: Path) -> None:
+    # ada's one commit is before every deadline tried; bea pushed a second one half a day after the first deadline.
+    bea, bea_shas = make_repo(tmp_path, load_assignment(ASSIGNMENT), [(None, -1), ("mutant-flash-no-rescale", 0.5)])
     roster = tmp_path / "roster.csv"
-    roster.write_text(f"student,repository,extension_days\nada,{student_repo(tmp_path, 'ada')},\n")
+    roster.write_text(f"student,repository,extension_days\nada,{student_repo(tmp_path, 'ada')},\nbea,{bea},\n")
     store = tmp_path / "grades.sqlite"
     common = [str(roster), "-a", ASSIGNMENT, "--store", str(store), "--cache-dir", str(cache_dir),
               "--repos-dir", str(tmp_path / "clones")]
     code, output = batch(*common, "--deadline", DEADLINE)
-    assert code == 0 and "warning: 1 of" not in output, output
+    assert code == 0 and "would be graded at another commit" not in output, output
     code, same = batch(*common, "--deadline", DEADLINE)
-    assert code == 0 and "0 to grade" in same and "another choice of commit" not in same, same
+    assert code == 0 and "0 to grade" in same and "another commit" not in same, same
 
     code, moved = batch(*common, "--deadline", "2026-03-02 23:59 America/Chicago")
     assert code == 0 and "0 to grade" in moved
-    warning = [line for line in moved.splitlines() if "another choice of commit" in line]
+    warning = [line for line in moved.splitlines() if "another commit" in line]
     assert len(warning) == 1, moved
-    assert warning[0].startswith(f"warning: 1 of the 1 result(s) kept in {store} were graded under another choice")
-    assert "ada's deadline (--deadline, extension_days) was 2026-03-01T23:59:00-06:00, now 2026-03-02T23:59:00-06:00" \
-        in warning[0] and "--regrade" in warning[0] and "--only ada" in warning[0]
+    # Both students' deadline moved; only bea's graded commit would change.
+    assert warning[0].startswith(f"warning: 1 of the 2 result(s) kept in {store} would be graded at another "
+                                 "commit under this run's deadline (--deadline, extension_days)"), warning[0]
+    assert f"bea's was {bea_shas[0][:7]}, now {bea_shas[1][:7]}" in warning[0]
+    assert "--regrade" in warning[0] and "--only bea: those" in warning[0] and "ada" not in warning[0]
 
     code, window = batch(*common, "--deadline", DEADLINE, "--max-late-days", "2")
-    assert "ada's last accepted commit time (--max-late-days) was 2026-03-01T23:59:00-06:00, now " \
-           "2026-03-03T23:59:00-06:00" in window, window
-    roster.write_text(roster.read_text().replace("ada,", "ada,", 1).replace(",\n", ",1\n"))
+    assert "1 of the 2 result(s)" in window and "under this run's last accepted commit time (--max-late-days)" \
+        in window, window
+    roster.write_text(roster.read_text().replace(f"bea,{bea},", f"bea,{bea},1"))
     code, extended = batch(*common, "--deadline", DEADLINE)
-    assert "ada's deadline (--deadline, extension_days) was 2026-03-01T23:59:00-06:00, now " \
-           "2026-03-02T23:59:00-06:00" in extended, extended
+    assert "1 of the 2 result(s)" in extended and "deadline (--deadline, extension_days)" in extended, extended
 
     code, regraded = batch(*common, "--deadline", DEADLINE, "--regrade")
-    assert code == 0 and "1 to grade" in regraded and "another choice of commit" not in regraded
+    assert code == 0 and "2 to grade" in regraded and "another commit" not in regraded
     code, after = batch(*common, "--deadline", DEADLINE)
-    assert "another choice of commit" not in after, after  # graded at the commit chosen now
+    assert "another commit" not in after, after  # graded at the commit chosen now

@@ -137,7 +137,7 @@ def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
         except (git.GitError, OSError) as error:  # there, but unreadable: nothing says it is not a submission
             return FetchFailed(f"{source}: {_git_message(error)}")
         source = str(local.resolve())
-    folder = cache_dir / f"{_slug(student)}-{hashlib.sha256(source.encode()).hexdigest()[:10]}"
+    folder = _clone_folder(cache_dir, student, source)
     try:
         repo = _clone_or_fetch(source, folder, timeout_s)
     except FetchTimeout as error:
@@ -148,6 +148,20 @@ def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
     ref = _default_branch(repo)
     if ref is None:
         return NotSubmitted(f"{source}: the repository has no commits")
+    choice = choose_commit(repo, ref, pin, student, source)
+    if isinstance(choice, NotSubmitted):
+        return choice
+    chosen, submitted_at, how, later = choice
+    repo.git.checkout("--detach", "--force", chosen.hexsha)
+    repo.git.clean("-xdffq")
+    return Fetched(folder.resolve(), chosen.hexsha, chosen.committed_datetime, submitted_at, how, later)
+
+
+def choose_commit(repo, ref: str, pin: Pin, student: str, source: str):
+    """The commit `pin` chooses on `ref` of a clone, with when it counts as submitted, how it was chosen and the
+    newest commit (or push) after the cutoff; NotSubmitted where none is in time. Reads the clone, fetches nothing."""
+    import git
+
     if pin.commit:
         try:
             chosen = repo.commit(repo.git.rev_parse("--verify", "--quiet", f"{pin.commit}^{{commit}}"))
@@ -184,9 +198,29 @@ def fetch_submission(student: str, source: str, cache_dir: Path, pin: Pin,
         newest = max((c for c in commits if pin.cutoff and c.committed_datetime > pin.cutoff),
                      key=lambda c: c.committed_date, default=None)
         later = (newest.hexsha, newest.committed_datetime) if newest else None
-    repo.git.checkout("--detach", "--force", chosen.hexsha)
-    repo.git.clean("-xdffq")
-    return Fetched(folder.resolve(), chosen.hexsha, chosen.committed_datetime, submitted_at, how, later)
+    return chosen, submitted_at, how, later
+
+
+def commit_chosen_now(student: str, source: str, cache_dir: Path, pin: Pin) -> str | None:
+    """The commit `pin` would choose in the student's clone as it is (no fetch), or None where that is unknown
+    (no clone yet, a plain folder, nothing in time)."""
+    import git
+
+    local = Path(source).expanduser()
+    if _is_local(source):
+        source = str(local.resolve())
+    folder = _clone_folder(cache_dir, student, source)
+    try:
+        repo = git.Repo(folder)
+        ref = _default_branch(repo)
+        choice = choose_commit(repo, ref, pin, student, source) if ref else None
+    except (git.GitError, OSError, ValueError, SubmissionError):
+        return None
+    return None if choice is None or isinstance(choice, NotSubmitted) else choice[0].hexsha
+
+
+def _clone_folder(cache_dir: Path, student: str, source: str) -> Path:
+    return cache_dir / f"{_slug(student)}-{hashlib.sha256(source.encode()).hexdigest()[:10]}"
 
 
 def _is_local(source: str) -> bool:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from grader.batch.deadlines import CHOICE_WORDS, Deadlines, Push
-from grader.batch.fetch import FETCH_TIMEOUT_S, FetchStream
+from grader.batch.fetch import FETCH_TIMEOUT_S, FetchStream, commit_chosen_now
 from grader.batch.late import apply_late_policy
 from grader.batch.lock import BatchLock, cache_lock_path, clean_clone_cache, lock_path
 from grader.batch.progress import Tally
@@ -124,7 +124,7 @@ def _grade_run(batch: ClassBatch, entries: list[Entry], rejected: int, store: St
                   + (f", {skipped} already in {batch.store} (skipped; --regrade grades them again)"
                      if skipped and plan.run.mode == "new" else "")
                   + f" (run {plan.run.id})", highlight=False, soft_wrap=True)
-    _warn_other_choices(store, assignment.name, [s for s in roster if s not in todo], pins, batch.store, console)
+    _warn_other_choices(store, batch, [e for e in entries if e.student not in todo], pins, console)
     tally = Tally(console)
     save = _saver(store, assignment, plan.run.id, tally)
     selected = [e for e in entries if e.student in todo]
@@ -200,20 +200,39 @@ def show_status(store_path: Path, assignment: str, console: Console) -> None:
 NAMED = 10  # students a line names before it says "..."
 
 
-def _warn_other_choices(store: Store, assignment: str, kept: list[str], pins: dict[str, dict[str, str | None]],
-                        store_path: Path, console: Console) -> None:
-    """One warning where results this run keeps were graded at commits chosen otherwise than now."""
-    differ = store.graded_under_other_pins(assignment, kept, pins)
+def _warn_other_choices(store: Store, batch: ClassBatch, kept: list[Entry], pins: dict[str, dict[str, str | None]],
+                        console: Console) -> None:
+    """One warning where results this run keeps were graded at commits chosen otherwise than now, counting only
+    those whose clone shows another commit would be chosen now (a moved deadline changes one student's, not all)."""
+    assignment = batch.assignment.name
+    differ = store.graded_under_other_pins(assignment, [e.student for e in kept], pins)
     if not differ:
         return
-    student, (then, now) = next(iter(differ.items()))
-    key = next(k for k in CHOICE_WORDS if then.get(k) != now.get(k))
-    names = ",".join(list(differ)[:NAMED]) + (",..." if len(differ) > NAMED else "")
-    words = (f"{len(differ)} of the {len(kept)} result(s) kept in {store_path} were graded under another choice of "
-             f"commit, so they keep the commits chosen then: e.g. {student}'s {CHOICE_WORDS[key]} was "
-             f"{then.get(key) or 'none'}, now {now.get(key) or 'none'}. --regrade grades everyone at the commits "
-             f"chosen now (--only {names}: those)")
-    console.print(f"[yellow]warning:[/] {escape(words)}", highlight=False, soft_wrap=True)
+    graded = {r.student: r.submission.commit for r in store.latest(assignment)}
+    by_student = {e.student: e for e in kept}
+    moved, unknown = {}, []
+    for student in differ:
+        entry = by_student[student]
+        now = commit_chosen_now(student, entry.repository, batch.fetching.repos_dir, batch.deadlines.pin(entry))
+        if now is None:
+            unknown.append(student)
+        elif now != graded.get(student):
+            moved[student] = (graded.get(student), now)
+    if moved:
+        student, (then, now) = next(iter(moved.items()))
+        key = next(k for k in CHOICE_WORDS if differ[student][0].get(k) != differ[student][1].get(k))
+        names = ",".join(list(moved)[:NAMED]) + (",..." if len(moved) > NAMED else "")
+        words = (f"{len(moved)} of the {len(kept)} result(s) kept in {batch.store} would be graded at another commit "
+                 f"under this run's {CHOICE_WORDS[key]}, and keep the commit graded then: e.g. {student}'s was "
+                 f"{(then or 'none')[:7]}, now {now[:7]}. --regrade grades everyone at the commits chosen now "
+                 f"(--only {names}: those)")
+        console.print(f"[yellow]warning:[/] {escape(words)}", highlight=False, soft_wrap=True)
+    if unknown:
+        names = ",".join(unknown[:NAMED]) + (",..." if len(unknown) > NAMED else "")
+        words = (f"{len(unknown)} kept result(s) were graded under another choice of commit, and their clone "
+                 f"cannot say which commit this choice picks: --regrade --only {names} grades them at the commits "
+                 "chosen now")
+        console.print(f"[yellow]warning:[/] {escape(words)}", highlight=False, soft_wrap=True)
 
 
 def _tell_fetch_failures(failures: dict[str, int], roster: list[str], console: Console) -> None:
