@@ -62,8 +62,8 @@ def test_torch_pack_grades_on_the_cpu_with_its_determinism_recorded(pack: Assign
     assert result.score == result.max_score > 0
     assert all(c.passed for k in result.kernels for c in k.cases)
     assert any("use_deterministic_algorithms" in line for line in result.environment.determinism)
-    # The CPU has no allocator count: the per-case device memory is left unmeasured, not zero.
-    assert all(c.peak_extra_bytes is None for k in result.kernels for c in k.cases)
+    # On the CPU a case's peak is the heap the grader's counting allocator saw (torch's CPU tensors among it).
+    assert all(isinstance(c.peak_extra_bytes, int) and c.peak_extra_bytes > 0 for k in result.kernels for c in k.cases)
 
 
 def test_cuda_marker_makes_a_torch_pack_need_the_gpu() -> None:
