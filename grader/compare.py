@@ -24,6 +24,8 @@ from typing import TypeVar
 import numpy as np
 
 from grader.boundary.protocol import MARGIN_POSITIONS, MARGIN_TAG, MARGIN_TAG_MASK, OUTPUT_PAYLOAD, POISON_BITS
+from grader.results import (NEVER_WRITTEN, MarginRead, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS, index_in_words,
+                            margins_in_words)
 from grader.spec import Tolerance
 
 BLOCK = 1 << 17  # elements: a block's float64 temporaries (1 MiB each) stay in a core's cache
@@ -31,7 +33,6 @@ T = TypeVar("T")
 
 
 # What a NaN element was found to hold, where it is the harness's poison or was computed from one.
-NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS = "never_written", "read_before_written", "read_out_of_bounds"
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,6 @@ class Mismatch:
     got: float
     poison: str | None = None  # NEVER_WRITTEN, READ_BEFORE_WRITTEN or READ_OUT_OF_BOUNDS; None: a value it computed
     axes: tuple[str | None, ...] = ()  # the index's axes as the spec's shape names them (`named_axes`); (): unknown
-
-
-@dataclass(frozen=True)
-class MarginRead:
-    """A margin some output's NaN was computed from: memory just before or just past a buffer."""
-
-    buffer: str | None  # None: a position the call's pointer parameters do not name
-    after: bool  # past its end; else before its start
 
 
 @dataclass(frozen=True)
@@ -302,23 +295,6 @@ def _poison_of(element: np.ndarray) -> str | None:
 def _margin_read(code: int, pointers: tuple[str, ...]) -> MarginRead:
     position = code >> 1
     return MarginRead(pointers[position] if position < len(pointers) else None, bool(code & 1))
-
-
-def index_in_words(buffer: str, index: Sequence[int], axes: Sequence[str | None]) -> str:
-    """ "O[N=5, d=3]" along named axes ("tokens[batch=1, 7]" where one is not named); "[5, 3]" without them."""
-    if not axes:
-        return str(list(index))
-    return f"{buffer}[{', '.join(f'{a}={i}' if a else str(i) for a, i in zip(axes, index))}]"
-
-
-def margins_in_words(margins: Sequence[MarginRead]) -> str:
-    """ "past the end of K and V, before the start of Q": the margins, past ends first."""
-    parts = []
-    for after, words in ((True, "past the end of"), (False, "before the start of")):
-        names = [m.buffer or "a buffer" for m in margins if m.after == after]
-        if names:
-            parts.append(f"{words} {' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}")
-    return ", ".join(parts)
 
 
 def _squares(x: np.ndarray) -> float:

@@ -49,6 +49,28 @@ class MarginRead:
     after: bool
 
 
+# What an output element still holding poison means (Mismatch.poison): the harness's own poison, untouched; the
+# output's poison carried through arithmetic (read before written); a margin's (an index out of bounds).
+NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS = "never_written", "read_before_written", "read_out_of_bounds"
+
+
+def index_in_words(buffer: str, index: Sequence[int], axes: Sequence[str | None]) -> str:
+    """ "O[N=5, d=3]" along named axes ("tokens[batch=1, 7]" where one is not named); "[5, 3]" without them."""
+    if not axes:
+        return str(list(index))
+    return f"{buffer}[{', '.join(f'{a}={i}' if a else str(i) for a, i in zip(axes, index))}]"
+
+
+def margins_in_words(margins: Sequence[MarginRead]) -> str:
+    """ "past the end of K and V, before the start of Q": the margins, past ends first."""
+    parts = []
+    for after, words in ((True, "past the end of"), (False, "before the start of")):
+        names = [m.buffer or "a buffer" for m in margins if m.after == after]
+        if names:
+            parts.append(f"{words} {' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}")
+    return ", ".join(parts)
+
+
 @dataclass(frozen=True)
 class ScratchWritten:
     """How much of a scratch buffer the call wrote, where its variant asks it to stay unwritten (`Variant.untouched`)."""

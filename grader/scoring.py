@@ -18,6 +18,7 @@ from grader.evidence import TILE_EVIDENCE, LibraryEvidence, tile_shortfall_words
 from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, ForbiddenUse, GroupResult, KernelResult,
                             MarginRead, MemoryBoundResult, MemoryMeasured, Mismatch, ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
+from grader.targets import target_of
 from grader.sandbox import size_in_words
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
 from grader.sources import VariantSources
@@ -359,7 +360,7 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
             messages.append(f"{words} (reported, not scored)")
         peak = max(((c.peak_extra_bytes, f"{m.name.split('/', 1)[-1]}/{c.name}") for m in members for c in m.cases
                     if c.peak_extra_bytes is not None), default=None)
-        if peak is not None:
+        if peak is not None and target_of(assignment).needs_gpu:  # on the CPU the figure is the heap, not the device
             kernel, case = peak[1].split("/", 1)
             notes.append(f"{kernel}'s calls took at most {size_in_words(peak[0])} of device memory beyond their "
                          f"arguments (case '{case}'; sampled while it ran)")

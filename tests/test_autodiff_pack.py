@@ -68,7 +68,7 @@ def test_the_template_is_the_courses_repository_and_is_told_that_backward_is_mis
         assert kernel.status == "crashed" and kernel.cases, kernel.message
         for case in kernel.cases:
             assert case.message.startswith(MISMATCH + "simpleautodiff has no `backward`: the assignment calls "
-                                           "`simpleautodiff.backward(output)`\n"), case.message
+                                           "`simpleautodiff.backward(output)`"), case.message
 
 
 @pytest.mark.parametrize("sample", variant_params(PACK))
@@ -122,7 +122,7 @@ def test_results_kept_in_another_attribute_are_told_where_the_assignment_reads(g
         # After forward(x1), forward(x2), the inputs hold 1: "unchanged", not "still 0".
         still = "unchanged by" if case.name == "after-forward" else "still 0 after"
         assert case.message.startswith(MISMATCH + NOT_READ.format(still) +
-                                       "; backward changed `adjoint` on the inputs instead\n"), case.message
+                                       "; backward changed `adjoint` on the inputs instead"), case.message
         assert "expected" not in case.message
     assert kernel_hints(kernel) == []  # nothing was compared: no hint about resets
 

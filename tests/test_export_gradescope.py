@@ -475,7 +475,7 @@ def assert_the_secret_stayed_secret(document: dict, how: str, package_visible: b
 def probe_counts(document: dict) -> tuple[int, int]:
     """What the probe read, as its kernel wrote it where the first visible case shows it: (others, package)."""
     output = next(t for t in document["tests"] if t["name"] == "standard_attention / one-row")["output"]
-    found = re.search(r"first mismatch at \[0, 0\]: expected \S+, got ([0-9]+)\b", output)
+    found = re.search(r"first mismatch at \S*\[[^\]]*\]: expected \S+, got ([0-9]+)\b", output)
     assert found, output
     value = int(found.group(1)) - 1000
     return value // 10000, value % 10000

@@ -254,7 +254,7 @@ def test_report_command_renders_a_class_list_as_one_file_a_student(class_results
     assert main(["report", "html", str(saved), "--out", str(tmp_path / "html")]) == 0
     assert main(["report", "markdown", str(saved), "--out", str(tmp_path / "md")]) == 0
     assert sorted(p.name for p in (tmp_path / "html").iterdir()) == ["ada.html", "brian.html"]
-    assert "1.5 / 3" in (tmp_path / "md" / "brian.md").read_text()
+    assert "1.44 / 3" in (tmp_path / "md" / "brian.md").read_text()
 
 
 def test_tolerance_used_reads_as_a_multiple_and_a_wild_answer_as_over_a_thousand() -> None:

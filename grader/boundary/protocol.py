@@ -37,7 +37,7 @@ SCALAR_DTYPES = {"int": "int32", "float": "float32", "double": "float64", "long"
 # computed from memory just outside a buffer. A GPU's arithmetic returns its one canonical NaN instead (0x7FFFFFFF):
 # there a NaN computed from poison is told apart as computed, not by what it was computed from.
 # Payloads are float32's 22 bits below the quiet bit; a float64 holds the same payload shifted up by 29 bits, where
-# converting a float32 NaN to float64 puts it (and converting back takes it), so that both widths decode alike.
+# converting a float32 NaN to float64 puts it (and converting back takes it), so that both widths are read alike.
 OUTPUT_PAYLOAD = 0x00DEAD  # outputs, poisoned scratch, and mutable inputs past what their data fills
 MARGIN_TAG, MARGIN_TAG_MASK = 0x2D0000, 0x3F0000  # margins: the tag, then the buffer's position << 1, then the side
 MARGIN_POSITIONS = 1 << 15  # positions a margin's payload can name (pointer parameters, in the signature's order)

@@ -5,8 +5,7 @@ A hint names the pattern and where to look; it never guesses when the figures do
 
 from __future__ import annotations
 
-from grader.compare import NEVER_WRITTEN, MarginRead, index_in_words, margins_in_words
-from grader.results import CaseResult, KernelResult
+from grader.results import NEVER_WRITTEN, CaseResult, KernelResult, MarginRead, index_in_words, margins_in_words
 from grader.status import CaseStatus, KernelStatus
 
 # Signals that mean the kernel touched memory it does not own, and those that mean it aborted itself.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import math
 from dataclasses import dataclass
@@ -11,10 +12,9 @@ from typing import TYPE_CHECKING
 from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
 from grader.report.hints import case_hints, forbidden_notes, kernel_hints
-from grader.compare import NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS, index_in_words
-from grader.results import EVIDENCE_WORDS, CaseResult, KernelResult, Mismatch, Result, VariantResult
+from grader.results import (EVIDENCE_WORDS, NEVER_WRITTEN, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS, CaseResult,
+                            KernelResult, Mismatch, Result, VariantResult, index_in_words)
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
-from grader.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
     import jinja2
@@ -207,7 +207,8 @@ def later_commit_words(result: Result) -> str:
     later = result.submission.later
     if later is None:
         return ""
-    hours = (parse_timestamp(later.committed_at) - parse_timestamp(later.deadline)).total_seconds() / 3600
+    hours = (datetime.datetime.fromisoformat(later.committed_at)
+             - datetime.datetime.fromisoformat(later.deadline)).total_seconds() / 3600
     after = f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.1f} days"
     why = (f"it is past the {later.accepted_days:g} late day(s) the late policy accepts" if later.accepted_days
            else "there is no late policy, so nothing after the deadline counts")
