@@ -379,6 +379,8 @@ bool reads(const char* path) {
 }
 
 void tried(const char* path) {
+    // The grader's counting allocator, preloaded into the harness to measure its heap: public code, read by design.
+    if (std::string(path).find("/alloc-counter/") != std::string::npos) return;
     if (!reads(path)) return;
     ++(std::string(path).rfind(package, 0) == 0 ? package_read : others_read);
     std::fprintf(stderr, "PROBE-READ %%s\n", path);
