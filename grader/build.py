@@ -26,16 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from grader.cache import content_key, publish_file
+from grader.boundary.c_abi import CALLED
 from grader.errors import MachineError
 from grader.evidence import LibraryEvidence, evidence_of
 from grader.includes import compiler_inputs
 from grader.sandbox import Limits, Mounts, Sandbox
 from grader.sources import KernelSources, Origin, Sources, gather_sources, glob_matches
 from grader.spec import Assignment, Kernel
+from grader.results import ForbiddenUse
 from grader.spec.kernels import is_glob
 from grader.status import BuildStatus
 from grader.targets import LIBRARY_FILE, Target, Toolchain, target_named, target_of
-from grader.targets.compiled import ARCHIVE_FILE, CompiledTarget, compiled_sources
+from grader.targets.compiled import ARCHIVE_FILE, WATCH_FILE, CompiledTarget, compiled_sources, watch_source, watchable
 
 COMPILE_TIME_LIMIT_S = 300
 # Compilers run on untrusted sources (include tricks, template explosions): bounded like the harness.
@@ -68,6 +70,14 @@ class Artifact:
     # What its files name that the forbidden patterns match, as (name, file, line), where only its run can tell
     # whether it is used (a python kernel's imports and methods: the run's records decide, these are notes).
     forbidden_named: tuple[tuple[str, str, int], ...] = ()
+    # The forbidden functions (a C kernel's, "cublasSgemm_v2()") the library links and watches: whether each costs the
+    # points is the run's to say (`Completion.forbidden`); only these of the run's records are this kernel's.
+    watched: tuple[str, ...] = ()
+
+    def forbids(self, use: ForbiddenUse) -> bool:
+        """Whether a use its run recorded is one this kernel forbids: a watched function is only where this kernel's
+        patterns match it (a variant that allows cuBLAS shares the library of a kernel that forbids it)."""
+        return not use.name.endswith(CALLED) or use.name in self.watched
 
 
 @functools.cache
@@ -150,6 +160,8 @@ def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, to
             f.path for f in sources.files if f.origin in BEYOND_FOLDERS}
         files = compiler_inputs(files, [part for part, _ in steps.parts] + compiled_sources(kernel), shim, droppable)
         commands += target.library_versions(assignment.libraries)
+        if patterns := watched_patterns(assignment):
+            commands.append(f"watch={json.dumps(patterns)}")
     # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
     return _build_key(files, shim,
                       commands + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
@@ -199,12 +211,15 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
             (workdir / relative).write_bytes(content)
         (workdir / target.shim_file).write_text(shim)
         status, message = _run_steps(steps, target, sandbox, workdir)
+        watched: list[list[Any]] = []
+        if status is BuildStatus.BUILT and isinstance(target, CompiledTarget):
+            watched = _watch(assignment, target, steps, sandbox, workdir, files)
         missing = target.library_missing(assignment.libraries, message) \
             if status is BuildStatus.COMPILE_ERROR and isinstance(target, CompiledTarget) else None
         if missing:  # not the submission's error, and not kept in the build cache: a machine with it builds it
             raise MachineError(missing, "library")
         folder.mkdir(parents=True, exist_ok=True)
-        built = {"status": status.value, "message": message}
+        built: dict[str, Any] = {"status": status.value, "message": message, "watched": watched}
         save_build(folder, workdir / LIBRARY_FILE if status == BuildStatus.BUILT else None, built)
     library = folder / LIBRARY_FILE if status == BuildStatus.BUILT else None
     found = _library_facts(assignment, kernel, folder, built) if library else {"forbidden_symbols": ()}
@@ -228,8 +243,13 @@ def _library_facts(assignment: Assignment, kernel: Kernel, folder: Path, saved: 
     if patterns not in named:
         named[patterns] = [list(n) for n in target.forbidden_named(library, kernel.forbidden_symbols)]
         record["named_by_patterns"] = named
-    facts: dict[str, Any] = {"forbidden_symbols": tuple(forbidden[patterns]),
-                             "forbidden_named": tuple((str(n), str(f), int(line)) for n, f, line in named[patterns])}
+    # A forbidden function the library watches is the run's to judge: named here, charged only where it ran.
+    watched = {str(name): (str(file), int(line)) for name, file, line in record.get("watched") or []}
+    facts: dict[str, Any] = {
+        "forbidden_symbols": tuple(s for s in forbidden[patterns] if s not in watched),
+        "forbidden_named": (*((str(n), str(f), int(line)) for n, f, line in named[patterns]),
+                            *((f"{s}{CALLED}", *watched[s]) for s in forbidden[patterns] if s in watched)),
+        "watched": tuple(f"{s}{CALLED}" for s in forbidden[patterns] if s in watched)}
     variant = assignment.variant(kernel.variant) if kernel.variant else None
     if kernel.evidence or (variant is not None and (variant.evidence or variant.tensor_core_precisions)):
         if "evidence" not in record:  # cuobjdump: seconds on a big library, so only where a spec asks
@@ -244,6 +264,47 @@ def _library_facts(assignment: Assignment, kernel: Kernel, folder: Path, saved: 
     if record != saved:
         publish_file(folder / "build.json", json.dumps(record).encode())
     return facts
+
+
+def watched_patterns(assignment: Assignment) -> list[str]:
+    """Every forbidden pattern of the assignment's kernels and variants: what a C library's watch looks for, whichever
+    of its kernels (sharing one build) forbids it."""
+    kernels = (*assignment.kernels, *assignment.variant_only_kernels)
+    return sorted({p for k in kernels for p in k.forbidden_symbols if not p.startswith(".")})
+
+
+def _watch(assignment: Assignment, target: CompiledTarget, steps: BuildSteps, sandbox: Sandbox | None, workdir: Path,
+           files: dict[str, bytes]) -> list[list[Any]]:
+    """Link the library again with the watch where it links forbidden functions (`watch_source`): each watched one
+    as [name, the file and line of the submission that names it first]. Where that link fails, the library stays
+    as first linked, unwatched: its forbidden symbols then cost what they cost before the watch."""
+    library = workdir / LIBRARY_FILE
+    symbols = watchable(target.forbidden_in(library, tuple(watched_patterns(assignment))))
+    if not symbols:
+        return []
+    plain = library.with_name("kg_unwatched.so")
+    library.rename(plain)
+    (workdir / WATCH_FILE).write_text(watch_source(symbols))
+    returncode, _ = _run(sandbox, target.watched_link(list(steps.link), symbols), workdir,
+                         time.monotonic() + COMPILE_TIME_LIMIT_S)
+    if returncode != 0 or not library.is_file():
+        plain.replace(library)
+        return []
+    return [[s, *_named_where(s, files)] for s in symbols]
+
+
+def _named_where(symbol: str, files: dict[str, bytes]) -> tuple[str, int]:
+    """The first file and line that name `symbol` or the macro cuBLAS's header maps to it (`cublasSgemm` for
+    cublasSgemm_v2); ("", 0) where none does (a provided file's call)."""
+    names = {symbol, symbol.removesuffix("_v2")}
+    pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
+    for path in sorted(files):
+        if path.endswith(COMPILED_OR_HEADER) and (found := pattern.search(files[path])):
+            return path, files[path].count(b"\n", 0, found.start()) + 1
+    return "", 0
+
+
+COMPILED_OR_HEADER = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh")
 
 
 def save_build(folder: Path, library: Path | None, record: dict[str, Any]) -> None:

@@ -98,6 +98,16 @@ class ForbiddenUse:
         return self.name.startswith(".")
 
     @property
+    def is_function(self) -> bool:
+        """A C library's function ("cublasSgemm_v2()", the harness's `c_abi.CALLED` mark), seen called by its watch."""
+        return self.name.endswith("()")
+
+    @property
+    def is_call(self) -> bool:
+        """Something called (a method, a function) rather than a module imported."""
+        return self.is_method or self.is_function
+
+    @property
     def where(self) -> str:
         """"kernels/k.py:19" ("" where it has no line)."""
         return f"{self.file}:{self.line}" if self.file else ""

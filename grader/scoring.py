@@ -87,8 +87,8 @@ def forbidden_words(uses: list[ForbiddenUse], kernel: str) -> str:
     """The uses as a student reads them: "calls .toarray (at kernels/k.py:19, during spgemm's call)", "imports
     scipy.linalg (at kernels/k.py:1, during axpy's call)"."""
     parts = []
-    for verb, methods in (("calls", True), ("imports", False)):
-        for name in dict.fromkeys(u.name for u in uses if u.is_method == methods):
+    for verb, calls in (("calls", True), ("imports", False)):
+        for name in dict.fromkeys(u.name for u in uses if u.is_call == calls):
             where = [u.where for u in uses if u.name == name and u.where]
             at = f"at {', '.join(where)}, " if where else ""
             parts.append(f"{verb} {name} ({at}during {kernel}'s call)")
@@ -98,9 +98,11 @@ def forbidden_words(uses: list[ForbiddenUse], kernel: str) -> str:
 def _named_only(artifact: Artifact, used: list[ForbiddenUse]) -> list[ForbiddenUse]:
     """What the kernel's files name that the patterns forbid but never ran while it was graded (an import line that
     ran counts as run, whichever module of it was recorded)."""
-    ran = {(u.name, u.file, u.line) for u in used if u.is_method} | {(u.file, u.line) for u in used if not u.is_method}
+    ran = {(u.name, u.file, u.line) for u in used if u.is_method} | {(u.file, u.line) for u in used if not u.is_call}
+    functions = {u.name for u in used if u.is_function}  # a C function's watch knows no line: its name ran
     named = [ForbiddenUse(name, file, line) for name, file, line in artifact.forbidden_named]
-    return [n for n in named if ((n.name, n.file, n.line) if n.is_method else (n.file, n.line)) not in ran]
+    return [n for n in named if n.name not in functions and (
+        (n.name, n.file, n.line) if n.is_method else (n.file, n.line)) not in ran]
 
 
 def _sizes(case: Case) -> dict[str, int]:
@@ -116,7 +118,10 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     of its first crash or timeout. sanitizer: compute-sanitizer's reports on this kernel (a finding
     costs `sanitizer_penalty` of the weight).
     """
-    # Forbidden things found in the library (a C kernel's symbols), or seen while its calls ran (a python kernel's).
+    # Forbidden things found in the library (a C kernel's symbols it does not watch), or seen while its calls ran (a
+    # python kernel's imports and methods, a C kernel's watched functions); of those, only what this kernel forbids.
+    cases = [c if all(map(artifact.forbids, c.forbidden_used)) else dataclasses.replace(
+        c, forbidden_used=[u for u in c.forbidden_used if artifact.forbids(u)]) for c in cases]
     used = forbidden_uses(cases)
     symbols = [*artifact.forbidden_symbols, *(f"{u.name} (at {u.where})" if u.where else u.name for u in used)]
     what = " and ".join(part for part in (f"calls {', '.join(artifact.forbidden_symbols)}"

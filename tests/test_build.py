@@ -61,7 +61,7 @@ def test_every_gpt2_kernel_compiles_with_nvcc(gpt2: Assignment, which: str, cach
     artifacts = build_submission(gpt2, root, cache_dir, cuda_arch="sm_90")
     assert {a.kernel: a.status for a in artifacts.values()} == {k.name: "built" for k in gpt2.kernels}, \
         {a.kernel: a.message for a in artifacts.values() if a.status != "built"}
-    assert all(a.library is not None and a.library.is_file() and not a.forbidden_symbols for a in artifacts.values())
+    assert all(a.library is not None and a.library.is_file() and not (a.forbidden_symbols or a.watched) for a in artifacts.values())
     again = build_submission(gpt2, root, cache_dir, cuda_arch="sm_90")
     assert all(a.cached for a in again.values())
 
@@ -93,7 +93,13 @@ def test_forbidden_cublas_call_is_found_in_the_library(gpt2: Assignment, tmp_pat
         "    cublasCheck(cublasSaxpy(cublas_handle, N, &one, inp1, 1, out, 1)); }\n")
     artifacts = build_submission(gpt2, root, cache_dir, (gpt2.kernel("residual"),), cuda_arch="sm_90")
     assert artifacts["residual"].status == "built", artifacts["residual"].message
-    assert artifacts["residual"].forbidden_symbols == ("cublasSaxpy_v2",)
+    # Watched, not charged: whether it runs is the harness's to see (the watch's trampoline marks it called).
+    assert artifacts["residual"].forbidden_symbols == ()
+    assert artifacts["residual"].watched == ("cublasSaxpy_v2()",)
+    assert ("cublasSaxpy_v2()", "kernels/residual.cuh", 7) in artifacts["residual"].forbidden_named
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(artifacts["residual"].library)], capture_output=True,
+                              text=True, check=True).stdout
+    assert "__wrap_cublasSaxpy_v2" in exported and "kg_watched_take" in exported
     # Linked as the course's build links it, so that the harness can load it and create the handle.
     assert "libcublas" in _needed(artifacts["residual"].library)
 

@@ -344,7 +344,7 @@ def test_the_reference_and_every_sample_build_and_change_attention(flash_builds:
     for name, built in flash_builds.items():
         artifact = built.artifacts["req_4/attention"]
         assert artifact.status is BuildStatus.BUILT, (name, artifact.message)
-        assert not artifact.forbidden_symbols, name
+        assert not (artifact.forbidden_symbols or artifact.watched), name
         # Each replaces milestone 1's attention.cuh: none leaves the file the variant must change as it was.
         assert [v.unchanged for v in built.variants] == [()], name
     # Shared memory holds the tiles in every FlashAttention (the materialising one needs none).

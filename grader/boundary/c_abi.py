@@ -13,12 +13,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from grader.boundary.device import Completion
-from grader.boundary.protocol import SCALAR_DTYPES, ScalarArgument
+from grader.boundary.protocol import SCALAR_DTYPES, ForbiddenUse, ScalarArgument
 
 if TYPE_CHECKING:
     from grader.boundary.protocol import Argument
 
 SHIM_SYMBOL = "kg_call"  # the one function of a library the harness calls (see grader.targets.shim)
+# The watch a library has where it links a forbidden function (grader.targets.compiled.watch_source): how many it
+# watches, each one's name, and whether it ran since last asked (asking clears it).
+WATCH_COUNT, WATCH_NAME, WATCH_TAKE = "kg_watched_count", "kg_watched_name", "kg_watched_take"
+CALLED = "()"  # a forbidden function's use is named with it ("cublasSgemm_v2()"), as a method's carries its dot
 CTYPES = {name: getattr(ctypes, f"c_{name}") for name in SCALAR_DTYPES}
 ERROR_CAPACITY = 1024
 
@@ -37,8 +41,10 @@ class SharedLibraryDevice:
         return allocation
 
     def load(self, path: str) -> Any:
-        """Load a kernel's library (its static constructors run now)."""
-        return ctypes.CDLL(path)
+        """Load a kernel's library (its static constructors run now); the forbidden functions it watches, if any."""
+        library = ctypes.CDLL(path)
+        library.kg_watched = watched(library)
+        return library
 
     def call(self, library: Any, arguments: list[tuple[Argument, Any]]) -> Completion:
         """Call kg_call with each argument as its C type: a scalar's value, a buffer's address past its margin."""
@@ -63,4 +69,25 @@ class SharedLibraryDevice:
                              ctypes.c_char_p, ctypes.c_int]
         status = function(*values, ctypes.byref(wall_ms), ctypes.byref(device_ms), error, ERROR_CAPACITY)
         return Completion(status, wall_ms.value, device_ms.value if device_ms.value >= 0 else None,
-                          error.value.decode(errors="replace"))
+                          error.value.decode(errors="replace"), forbidden=called(library))
+
+
+def watched(library: Any) -> list[tuple[int, str]]:
+    """The forbidden functions the library's watch marks, as (index, name); none where it has no watch."""
+    try:
+        count = getattr(library, WATCH_COUNT)
+        name = getattr(library, WATCH_NAME)
+    except AttributeError:
+        return []
+    count.restype, name.restype, name.argtypes = ctypes.c_int, ctypes.c_char_p, [ctypes.c_int]
+    return [(i, name(i).decode(errors="replace")) for i in range(count())]
+
+
+def called(library: Any) -> tuple[ForbiddenUse, ...]:
+    """The watched functions that ran since last asked (during the call just made), each cleared for the next."""
+    watching = getattr(library, "kg_watched", None)
+    if not watching:
+        return ()
+    take = getattr(library, WATCH_TAKE)
+    take.restype, take.argtypes = ctypes.c_int, [ctypes.c_int]
+    return tuple(ForbiddenUse(f"{name}{CALLED}", "", 0) for i, name in watching if take(i))

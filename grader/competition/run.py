@@ -53,8 +53,8 @@ def compete(path: Path, assignment: Assignment, options: Options, competition: C
                                  sandbox=sandbox_named(options.sandbox))
     # Anything that builds competes (the course set no rules: cuBLAS, as req_2 uses it, links); what a kernel calls
     # from a library the graded kernels may not call is said beside the entry.
-    libraries = tuple(f"{k.name} calls {', '.join(artifacts[k.name].forbidden_symbols)}" for k in composed
-                      if artifacts[k.name].forbidden_symbols)
+    libraries = tuple(f"{k.name} calls {', '.join(linked)}" for k in composed
+                      if (linked := (*artifacts[k.name].forbidden_symbols, *artifacts[k.name].watched)))
     result = CompetitionResult(str(path), assignment.name, student or checkout.root.resolve().name, folder, (),
                                commit=checkout.commit, notes=libraries)
     broken = [k.name for k in composed if artifacts[k.name].status != BuildStatus.BUILT

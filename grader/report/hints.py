@@ -99,7 +99,7 @@ def case_hints(case: CaseResult) -> list[str]:
 
 def forbidden_notes(kernel: KernelResult) -> list[str]:
     """What its files name that the assignment forbids but that never ran while it was graded: free, and said so."""
-    return [f"{use.where or 'its code'} {'names' if use.is_method else 'imports'} {use.name}, which this assignment "
+    return [f"{use.where or 'its code'} {'names' if use.is_call else 'imports'} {use.name}, which this assignment "
             "forbids; it never ran during grading, so it costs nothing" for use in kernel.forbidden_named]
 
 

@@ -14,7 +14,7 @@ reports ask the target instead. A target has two halves:
     python.py    Python functions on NumPy arrays: modules byte-compiled and packed into a zip, forbidden imports
                  and methods seen as they run (its harness half: grader.boundary.python_device records them);
                  python_build.py is its build step, run in the build sandbox
-    compiled.py  the C targets' shared build half: toolchain probe, forbidden symbols (nm)
+    compiled.py  the C targets' shared build half: toolchain probe, forbidden symbols (nm) and their watch
     shim.py      the C targets' generated `kg_call` shim (called by ctypes in the harness: grader.boundary.c_abi)
 """
 
