@@ -10,6 +10,7 @@ kernel is compiled, and how forbidden things are found in it, is its target's (`
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fnmatch
 import functools
@@ -28,7 +29,7 @@ from typing import Any
 from grader.cache import content_key, publish_file
 from grader.boundary.c_abi import CALLED
 from grader.errors import MachineError
-from grader.evidence import LibraryEvidence, evidence_of
+from grader.evidence import TILE_EVIDENCE, LibraryEvidence, evidence_of
 from grader.includes import compiler_inputs
 from grader.sandbox import Limits, Mounts, Sandbox
 from grader.sources import KernelSources, Origin, Sources, gather_sources, glob_matches
@@ -162,6 +163,8 @@ def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, to
         commands += target.library_versions(assignment.libraries)
         if patterns := watched_patterns(assignment):
             commands.append(f"watch={json.dumps(patterns)}")
+        if watches_launches(target, kernel):
+            commands.append(f"watch-launches={target.launch_symbol}")
     # A library compiled in a container comes from the image's toolchain: cached apart from the host's.
     return _build_key(files, shim,
                       commands + ([f"sandbox={sandbox.name}"] if sandbox else []), toolchain)
@@ -210,10 +213,16 @@ def build_kernel(assignment: Assignment, kernel: Kernel, sources: KernelSources,
             (workdir / relative).parent.mkdir(parents=True, exist_ok=True)
             (workdir / relative).write_bytes(content)
         (workdir / target.shim_file).write_text(shim)
-        status, message = _run_steps(steps, target, sandbox, workdir)
+        launches = isinstance(target, CompiledTarget) and watches_launches(target, kernel)
+        linked = steps
+        if launches:  # known before the build: watched from its first link (forbidden functions are found after it)
+            assert isinstance(target, CompiledTarget) and target.launch_symbol
+            (workdir / WATCH_FILE).write_text(watch_source((), target.launch_symbol))
+            linked = dataclasses.replace(steps, link=tuple(target.watched_link(list(steps.link), (), True)))
+        status, message = _run_steps(linked, target, sandbox, workdir)
         watched: list[list[Any]] = []
         if status is BuildStatus.BUILT and isinstance(target, CompiledTarget):
-            watched = _watch(assignment, target, steps, sandbox, workdir, files)
+            watched = _watch(assignment, target, steps, sandbox, workdir, files, launches)
         missing = target.library_missing(assignment.libraries, message) \
             if status is BuildStatus.COMPILE_ERROR and isinstance(target, CompiledTarget) else None
         if missing:  # not the submission's error, and not kept in the build cache: a machine with it builds it
@@ -273,19 +282,26 @@ def watched_patterns(assignment: Assignment) -> list[str]:
     return sorted({p for k in kernels for p in k.forbidden_symbols if not p.startswith(".")})
 
 
+def watches_launches(target: CompiledTarget, kernel: Kernel) -> bool:
+    """Whether the kernel's library records its launches: where its spec asks each case's tile of it (a case's
+    launched kernel must have that tile's shared memory, `grader.evidence.launch_shortfalls`)."""
+    return target.launch_symbol is not None and TILE_EVIDENCE in kernel.evidence
+
+
 def _watch(assignment: Assignment, target: CompiledTarget, steps: BuildSteps, sandbox: Sandbox | None, workdir: Path,
-           files: dict[str, bytes]) -> list[list[Any]]:
-    """Link the library again with the watch where it links forbidden functions (`watch_source`): each watched one
-    as [name, the file and line of the submission that names it first]. Where that link fails, the library stays
-    as first linked, unwatched: its forbidden symbols then cost what they cost before the watch."""
+           files: dict[str, bytes], launches: bool = False) -> list[list[Any]]:
+    """Link the library again with the watch where it links forbidden functions or its launches are watched
+    (`watch_source`); returns each watched function as [name, the file and line of the submission that names it
+    first]. Where that link fails, the library stays as first linked, unwatched: its forbidden symbols then cost
+    what they cost before the watch, and its tiles are judged from the binary alone."""
     library = workdir / LIBRARY_FILE
     symbols = watchable(target.forbidden_in(library, tuple(watched_patterns(assignment))))
-    if not symbols:
+    if not symbols:  # (launches alone were watched from the first link)
         return []
     plain = library.with_name("kg_unwatched.so")
     library.rename(plain)
-    (workdir / WATCH_FILE).write_text(watch_source(symbols))
-    returncode, _ = _run(sandbox, target.watched_link(list(steps.link), symbols), workdir,
+    (workdir / WATCH_FILE).write_text(watch_source(symbols, target.launch_symbol if launches else None))
+    returncode, _ = _run(sandbox, target.watched_link(list(steps.link), symbols, launches), workdir,
                          time.monotonic() + COMPILE_TIME_LIMIT_S)
     if returncode != 0 or not library.is_file():
         plain.replace(library)

@@ -18,8 +18,9 @@ binary shows, per CUDA function of the library:
 - its resources (`cuobjdump --dump-resource-usage`): registers per thread, static shared memory
   per block, stack and local bytes per thread;
 - the library's undefined `cublas*` symbols (the cuda target's `nm` scan), i.e. calls into cuBLAS;
-- per tile edge a tiled kernel's cases ask for (`tile_shortfalls`): whether some function has the static shared
-  memory a tile of that edge needs. One fixed 16 x 16 tile, whatever `tile` says, has none for tile 32.
+- per tile edge a tiled kernel's cases ask for (`tile_shortfalls`): whether the kernel each case launched (where
+  the library's launch watch recorded it) or else some function has the shared memory a tile of that edge needs.
+  One fixed 16 x 16 tile, whatever `tile` says, has none for tile 32.
 
 A student's binary never makes this raise: a library without device code, an unreadable file or a
 missing cuobjdump gives evidence with a note in words. Reading a library runs nothing in it.
@@ -173,25 +174,33 @@ class LibraryEvidence(LibraryTechniques):
 
 @dataclass(frozen=True)
 class TileShortfall:
-    """A tile edge a kernel's cases ask for that no function of its binary has the static shared memory for."""
+    """A tile edge a kernel's cases ask for that it lacks the shared memory for: no function of its binary has the
+    static shared memory (judged from the binary), or the kernel the cases launched had less (judged from the run)."""
 
     tile: int
-    cases: tuple[str, ...]  # the cases at this tile, in the spec's order
+    cases: tuple[str, ...]  # the cases at this tile that are short, in the spec's order
     needed_bytes: int  # a tile x tile tile of each input: 2 * tile * tile * 4 for two float32 matrices
     inputs: tuple[str, ...]  # the inputs tiled ("A", "B")
-    largest: str  # the function with the most static shared memory (its short name), and how much it has
+    largest: str  # the function with the most shared memory (its short name), and how much it has
     largest_bytes: int
     largest_tile: int | None  # the biggest edge among the cases' whose tiles fit in that; None where none does
+    # Judged from the run: `largest` is the kernel those cases launched (and its block), not the binary's biggest.
+    launched: bool = False
+    block: tuple[int, ...] = ()
 
 
-def tile_shortfalls(kernel: Kernel, evidence: LibraryTechniques) -> tuple[TileShortfall, ...]:
-    """The tile edges `kernel`'s cases ask for (their `tile`) that no function of its library has the static shared
-    memory for: a tile x tile tile of each input. A kernel templated on the tile has one instantiation per edge,
-    each with its own tiles; one whose tiles are sized for the biggest edge (and used in part) has them too.
+def tile_shortfalls(kernel: Kernel, evidence: LibraryTechniques, cases: Iterable[Any] = ()) -> tuple[TileShortfall, ...]:
+    """The tile edges `kernel`'s cases ask for (their `tile`) that it lacks the shared memory for: a tile x tile
+    tile of each input.
 
-    () where it can't be told: no SASS read, no shared memory at all (the `shared_memory` evidence says that), or
-    a function using shared memory with none declared: dynamic shared memory, sized at launch, which the binary
-    does not show. What the binary can't show either: which function a case launches, and with how many threads.
+    Where its library watched its launches (`cases`: results with `launched`), a case is judged by what it ran:
+    the kernel it launched must have that shared memory, declared in the binary or asked for at launch. A kernel
+    instantiated at every tile whose host always launches the 16 x 16 one is short for tile 32 there.
+
+    Otherwise from the binary alone: some function must have the static shared memory. A kernel templated on the
+    tile has one instantiation per edge; one whose tiles are sized for the biggest edge (and used in part) has them
+    too. () there where it can't be told: no SASS read, no shared memory at all (the `shared_memory` evidence says
+    that), or a function using shared memory with none declared (dynamic shared memory, sized at launch).
     """
     by_tile: dict[int, list[str]] = {}
     for case in kernel.cases:
@@ -199,24 +208,55 @@ def tile_shortfalls(kernel: Kernel, evidence: LibraryTechniques) -> tuple[TileSh
         if isinstance(tile, int) and not isinstance(tile, bool) and tile > 0:
             by_tile.setdefault(tile, []).append(case.name)
     inputs = kernel.buffers_with("input")
-    shared = [f for f in evidence.functions if f.uses_shared_memory]
-    if not by_tile or not inputs or not evidence.sass_read or not shared or \
-            any(f.shared_bytes == 0 for f in shared):
+    if not by_tile or not inputs:
         return ()
     per_element = sum(_itemsize(b.dtype) for b in inputs)
-    largest = max(shared, key=lambda f: f.shared_bytes)
-    name = getattr(largest, "short_name", largest.name)  # FunctionEvidence's short name; FunctionFacts' name is it
-    fitting = [t for t in by_tile if t * t * per_element <= largest.shared_bytes]
-    return tuple(TileShortfall(tile, tuple(cases), tile * tile * per_element, tuple(b.name for b in inputs), name,
-                               largest.shared_bytes, max(fitting, default=None))
-                 for tile, cases in sorted(by_tile.items()) if tile * tile * per_element > largest.shared_bytes)
+    ran = _launched_shared(evidence, cases)
+    shortfalls = []
+    unjudged: dict[int, list[str]] = {}
+    for tile, names in sorted(by_tile.items()):
+        needed = tile * tile * per_element
+        judged = [n for n in names if n in ran]
+        if not judged:
+            unjudged[tile] = names
+            continue
+        short = [n for n in judged if ran[n][1] < needed]
+        if short:
+            function, most, block = ran[short[0]]
+            fits = [t for t in by_tile if t * t * per_element <= most]
+            shortfalls.append(TileShortfall(tile, tuple(short), needed, tuple(b.name for b in inputs), function, most,
+                                            max(fits, default=None), launched=True, block=block))
+    shared = [f for f in evidence.functions if f.uses_shared_memory]
+    if unjudged and evidence.sass_read and shared and not any(f.shared_bytes == 0 for f in shared):
+        largest = max(shared, key=lambda f: f.shared_bytes)
+        name = getattr(largest, "short_name", largest.name)  # FunctionEvidence's short name; FunctionFacts' name is it
+        fitting = [t for t in by_tile if t * t * per_element <= largest.shared_bytes]
+        shortfalls += [TileShortfall(tile, tuple(names), tile * tile * per_element, tuple(b.name for b in inputs), name,
+                                     largest.shared_bytes, max(fitting, default=None))
+                       for tile, names in unjudged.items() if tile * tile * per_element > largest.shared_bytes]
+    return tuple(sorted(shortfalls, key=lambda s: s.tile))
+
+
+def _launched_shared(evidence: LibraryTechniques, cases: Iterable[Any]) -> dict[str, tuple[str, int, tuple[int, ...]]]:
+    """Per case whose launches the watch recorded and the binary's functions name: the launched kernel with the most
+    shared memory (static, as declared, plus what it asked for at launch): its short name, that memory, its block."""
+    functions = {f.name: f for f in evidence.functions}
+    ran = {}
+    for case in cases:
+        found = [(functions[k.kernel], k) for k in getattr(case, "launched", ()) if k.kernel in functions]
+        if found:
+            function, launch = max(found, key=lambda fk: fk[0].shared_bytes + fk[1].dynamic_shared_bytes)
+            ran[case.name] = (getattr(function, "short_name", function.name),
+                              function.shared_bytes + launch.dynamic_shared_bytes, tuple(launch.block))
+    return ran
 
 
 def tile_shortfall_words(shortfalls: tuple[TileShortfall, ...]) -> str:
-    """What a kernel's cases ask of its tile that its binary lacks, one clause per tile edge, as the deduction says
-    it: "cases tile-32-ragged and ragged-medium ask for tile 32, and no kernel in its binary has the shared memory a
-    32 x 32 tile needs (8 KiB for a 32 x 32 tile of A and one of B); the most any has is 2 KiB (matmul_tiled_kernel),
-    a 16 x 16 tile's: ..."; "" where nothing is short."""
+    """What a kernel's cases ask of its tile that it lacks, one clause per tile edge, as the deduction says it: "cases
+    tile-32-ragged and ragged-medium ask for tile 32, and no kernel in its binary has the shared memory a 32 x 32
+    tile needs (8 KiB for a 32 x 32 tile of A and one of B); the most any has is 2 KiB (matmul_tiled_kernel), a 16 x 16
+    tile's: ..."; from the run: "... ask for tile 32, and the kernel they launched, matmul_tiled<16> (block 16 x 16),
+    has 2 KiB of shared memory, a 16 x 16 tile's, less than a 32 x 32 tile needs (...)"; "" where nothing is short."""
     clauses = []
     for s in shortfalls:
         cases = f"case {s.cases[0]} asks" if len(s.cases) == 1 else \
@@ -224,10 +264,16 @@ def tile_shortfall_words(shortfalls: tuple[TileShortfall, ...]) -> str:
         edge = f"{s.tile} x {s.tile} tile"
         fits = f", {_a(s.largest_tile)} {s.largest_tile} x {s.largest_tile} tile's" if s.largest_tile else ""
         name = s.largest if len(s.largest) <= NAME_LIMIT else s.largest[:NAME_LIMIT] + "…"
-        clauses.append(f"{cases} for tile {s.tile}, and no kernel in its binary has the shared memory {_a(s.tile)} "
-                       f"{edge} needs ({size_in_words(s.needed_bytes)} for {_a(s.tile)} {edge} of "
-                       f"{' and one of '.join(s.inputs)}); the most any has is {size_in_words(s.largest_bytes)} "
-                       f"({name}){fits}")
+        needs = f"({size_in_words(s.needed_bytes)} for {_a(s.tile)} {edge} of {' and one of '.join(s.inputs)})"
+        if s.launched:
+            they = "it" if len(s.cases) == 1 else "they"
+            block = f" (block {' x '.join(str(n) for n in s.block if n > 1) or '1'})" if s.block else ""
+            clauses.append(f"{cases} for tile {s.tile}, and the kernel {they} launched, {name}{block}, has "
+                           f"{size_in_words(s.largest_bytes)} of shared memory{fits}, less than {_a(s.tile)} {edge} "
+                           f"needs {needs}")
+        else:
+            clauses.append(f"{cases} for tile {s.tile}, and no kernel in its binary has the shared memory {_a(s.tile)} "
+                           f"{edge} needs {needs}; the most any has is {size_in_words(s.largest_bytes)} ({name}){fits}")
     return "; ".join(clauses) + ": each case must run at its own tile, not one tile for all" if clauses else ""
 
 

@@ -113,6 +113,15 @@ class ForbiddenUse:
         return f"{self.file}:{self.line}" if self.file else ""
 
 
+@dataclass(frozen=True)
+class LaunchedKernel:
+    """A kernel a case's call launched, as its library's launch watch saw it (a CUDA kernel whose spec asks its tile)."""
+
+    kernel: str  # its name in the binary (mangled, as the evidence's functions are named)
+    block: list[int]  # blockDim x, y, z
+    dynamic_shared_bytes: int  # the shared memory it asked for at launch, beyond what the binary declares
+
+
 def _uses(values: list[Any]) -> list[ForbiddenUse]:
     return [u if isinstance(u, ForbiddenUse) else ForbiddenUse(**u) for u in values]
 
@@ -166,6 +175,8 @@ class CaseResult:
     reported_gold: dict[str, list[float | None]] = field(default_factory=dict)
     # What its call did that the assignment forbids, seen while it ran (a python kernel's imports and methods).
     forbidden_used: list[ForbiddenUse] = field(default_factory=list)
+    # The kernels its call launched, where its library watches launches (a tiled kernel's: which tile ran).
+    launched: list[LaunchedKernel] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CaseStatus(self.status))  # loaded JSON and callers may pass the string
@@ -174,6 +185,8 @@ class CaseResult:
         object.__setattr__(self, "margins_read", [m if isinstance(m, MarginRead) else MarginRead(**m)
                                                   for m in self.margins_read])
         object.__setattr__(self, "forbidden_used", _uses(self.forbidden_used))
+        object.__setattr__(self, "launched", [k if isinstance(k, LaunchedKernel) else LaunchedKernel(**k)
+                                              for k in self.launched])
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import dataclasses
 from grader.build import Artifact
 from grader.compare import Verdict
 from grader.evidence import TILE_EVIDENCE, LibraryEvidence, tile_shortfall_words, tile_shortfalls
-from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, ForbiddenUse, GroupResult, KernelResult,
+from grader.results import (EVIDENCE_WORDS, CaseResult, Deduction, ForbiddenUse, GroupResult, KernelResult, LaunchedKernel,
                             MarginRead, MemoryBoundResult, MemoryMeasured, Mismatch, ScratchWritten, VariantResult)
 from grader.runner import CallOutcome
 from grader.targets import target_of
@@ -70,7 +70,8 @@ def case_result(case: Case, outcome: CallOutcome | None, verdict: Verdict | None
         params=_sizes(case), out_of_bounds=list(outcome.out_of_bounds), inputs_modified=list(outcome.inputs_modified),
         signal=outcome.signal, scratch_written=[ScratchWritten(w.buffer, w.written, w.elements) for w in outcome.written],
         peak_extra_bytes=None if outcome.peak_extra_bytes is None else int(outcome.peak_extra_bytes),
-        reported=reported or {}, reported_gold=reported_gold or {}, forbidden_used=_uses_of(outcome), **judged,
+        reported=reported or {}, reported_gold=reported_gold or {}, forbidden_used=_uses_of(outcome),
+        launched=[LaunchedKernel(k.kernel, list(k.block), k.dynamic_shared_bytes) for k in outcome.launched], **judged,
     )
 
 
@@ -157,7 +158,7 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
         outputs = "its outputs were correct" if passed == len(cases) else f"its outputs were correct in {passed} of {len(cases)} cases"
         deductions.append(Deduction(f"{what}, which this assignment forbids ({outputs})", points))
     notes = []
-    if missing := _missing_technique(kernel, artifact):
+    if missing := _missing_technique(kernel, artifact, cases):
         reason = f"{kernel.name} must show its technique: {missing}"
         if kernel.evidence_penalty > 0:
             points = min(earned - sum(d.points for d in deductions), kernel.weight * kernel.evidence_penalty)
@@ -491,7 +492,7 @@ def first_error(message: str) -> str:
     return line if len(line) <= 200 else line[:200] + "…"
 
 
-def _missing_technique(kernel: Kernel, artifact: Artifact) -> str:
+def _missing_technique(kernel: Kernel, artifact: Artifact, cases: list[CaseResult] = ()) -> str:  # type: ignore[assignment]
     """What the kernel's own binary lacks of what its spec asks it to show ("no shared-memory use in its binary";
     "it calls nothing matching cublas*"), in words; "" where nothing is missing or nothing could be read."""
     if artifact.evidence is None and not kernel.required_symbols:
@@ -499,7 +500,7 @@ def _missing_technique(kernel: Kernel, artifact: Artifact) -> str:
     absent = [kind for kind in kernel.evidence if artifact.evidence is not None and artifact.evidence.shows(kind) is False]
     words = [f"no {EVIDENCE_WORDS[kind]} in its binary" for kind in absent]
     if TILE_EVIDENCE in kernel.evidence and artifact.evidence is not None and \
-            (tiles := tile_shortfall_words(tile_shortfalls(kernel, artifact.evidence))):  # per case's tile
+            (tiles := tile_shortfall_words(tile_shortfalls(kernel, artifact.evidence, cases))):  # per case's tile
         words.append(tiles)
     missing = [p for p in artifact.missing_symbols if p in kernel.required_symbols]
     if missing:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from grader import evidence
-from grader.evidence import LibraryEvidence, evidence_of, tile_shortfall_words, tile_shortfalls
+from grader.evidence import FunctionEvidence, LibraryEvidence, evidence_of, tile_shortfall_words, tile_shortfalls
 from grader.report.evidence import EvidenceSummary, summarize_evidence, variant_evidence
-from grader.results import FunctionFacts, LibraryFacts, VariantResult
+from grader.results import CaseResult, FunctionFacts, LaunchedKernel, LibraryFacts, VariantResult
+from grader.status import CaseStatus
 from grader.spec import PROJECT_ROOT, load_assignment
 from grader.targets.cuda import TARGET as CUDA
 
@@ -518,3 +519,43 @@ def test_the_words_name_the_cases_the_tile_and_what_the_binary_has(tiled_kernel)
         "(8 KiB for a 32 x 32 tile of A and one of B); the most any has is 128 bytes (k<4>): each case must run at "
         "its own tile, not one tile for all")
     assert tile_shortfall_words(()) == ""
+
+
+def launched_library(*functions: tuple[str, str, int]) -> LibraryEvidence:
+    """A library's evidence: (mangled name, short name, static shared bytes) per function, each with shared loads."""
+    return LibraryEvidence("kg_kernel.so", tuple(FunctionEvidence(name, short, short, "sm_90", shared_bytes=shared,
+                                                                  shared_loads=4) for name, short, shared in functions),
+                           sass_read=True)
+
+
+def ran(tiled_kernel, launches: dict[int, tuple[str, tuple[int, int, int], int]]) -> list[CaseResult]:
+    """Each case of the kernel as run, launching what `launches` gives for its tile (kernel, block, dynamic shared)."""
+    return [CaseResult(c.name, c.public, CaseStatus.PASSED, True, "", launched=[LaunchedKernel(
+        launches[c.params["tile"]][0], list(launches[c.params["tile"]][1]), launches[c.params["tile"]][2])])
+        for c in tiled_kernel.cases]
+
+
+def test_each_case_is_judged_by_the_kernel_it_launched(tiled_kernel) -> None:
+    # Instantiated at every tile, so the binary alone finds nothing short, while the host launches 16 x 16 always.
+    library = launched_library(*[(f"_Z5tiledILi{t}EEvPKfS1_Pfiii", f"tiled<{t}>", 2 * t * t * 4) for t in (8, 16, 32)])
+    assert tile_shortfalls(tiled_kernel, library) == ()
+    sixteen = ("_Z5tiledILi16EEvPKfS1_Pfiii", (16, 16, 1), 0)
+    always_16 = tile_shortfalls(tiled_kernel, library, ran(tiled_kernel, {8: sixteen, 16: sixteen, 32: sixteen}))
+    thirty_two = tuple(c.name for c in tiled_kernel.cases if c.params["tile"] == 32)
+    assert [(s.tile, s.cases, s.largest, s.largest_bytes, s.launched) for s in always_16] == [
+        (32, thirty_two, "tiled<16>", 2048, True)]
+    assert tile_shortfall_words(always_16) == (
+        f"cases {thirty_two[0]} and {thirty_two[1]} ask for tile 32, and the kernel they launched, tiled<16> "
+        "(block 16 x 16), has 2 KiB of shared memory, a 16 x 16 tile's, less than a 32 x 32 tile needs (8 KiB for a "
+        "32 x 32 tile of A and one of B): each case must run at its own tile, not one tile for all")
+    # Each tile's own instantiation: nothing short. Dynamic shared memory asked for at launch counts with the static.
+    own = {t: (f"_Z5tiledILi{t}EEvPKfS1_Pfiii", (t, t, 1), 0) for t in (8, 16, 32)}
+    assert tile_shortfalls(tiled_kernel, library, ran(tiled_kernel, own)) == ()
+    dynamic = launched_library(("_Z7dynamicPKfS0_Pfiii", "dynamic", 0))
+    sized = {t: ("_Z7dynamicPKfS0_Pfiii", (t, t, 1), 2 * t * t * 4) for t in (8, 16, 32)}
+    assert tile_shortfalls(tiled_kernel, dynamic, ran(tiled_kernel, sized)) == ()
+    sized[32] = ("_Z7dynamicPKfS0_Pfiii", (32, 32, 1), 2048)
+    assert [s.tile for s in tile_shortfalls(tiled_kernel, dynamic, ran(tiled_kernel, sized))] == [32]
+    # A launch the binary's functions don't name (no watch, an unknown handle): the binary alone judges.
+    unknown = {t: ("", (16, 16, 1), 0) for t in (8, 16, 32)}
+    assert tile_shortfalls(tiled_kernel, library, ran(tiled_kernel, unknown)) == ()

@@ -119,22 +119,28 @@ def test_the_block_size_sweep_finds_tiles_of_16_or_more_beat_naive_and_draws_its
 
 
 TILE_IGNORED, TILE_KEPT = "mutant-tile-ignored-always-16", "course-template-tile"
+LAUNCHED_16, DYNAMIC = "mutant-every-tile-built-16-launched", "course-dynamic-shared-tile"
 
 
 def test_check_takes_the_tiled_points_of_a_kernel_fixed_at_16_and_keeps_them_where_each_tile_is_its_own(
         pack: Assignment, cache_dir: Path, tmp_path: Path) -> None:
-    """As `grader check` grades (the public cases, all at tile 16, without the sanitizer): the tile-32 cases'
-    tile is still asked of the binary, so a kernel that ignores `tile` learns it before the deadline."""
+    """As `grader check` grades (the public cases, at tiles 16 and 32, without the sanitizer): the launch watch sees
+    which kernel the tile-32 case ran, so a kernel that ignores `tile` learns it before the deadline, also one whose
+    binary has every tile's instantiation (which the binary alone could not tell)."""
+    names = (TILE_IGNORED, TILE_KEPT, LAUNCHED_16, DYNAMIC)
     results = {name: grade_variant(pack, sample_named(pack, name), tmp_path / name, cache_dir, kernels=("tiled",),
-                                   public_only=True, sanitizer=False) for name in (TILE_IGNORED, TILE_KEPT)}
+                                   public_only=True, sanitizer=False) for name in names}
     for name, result in results.items():
         (tiled,) = result.kernels
         assert tiled.cases and all(c.passed and c.public for c in tiled.cases), (name, tiled.message)
-        assert {c.params["tile"] for c in tiled.cases} == {16}
-        if name == TILE_KEPT:
+        assert {c.params["tile"] for c in tiled.cases} == {16, 32}
+        assert all(c.launched for c in tiled.cases), (name, [c.launched for c in tiled.cases])
+        if name in (TILE_KEPT, DYNAMIC):
             assert tiled.status == KernelStatus.PASSED and tiled.score == tiled.max_score, tiled.message
         else:
             assert tiled.status == KernelStatus.FAILED and tiled.score == 0, tiled.message
-            assert tiled.message.startswith("tiled must show its technique: cases tile-32-ragged and ragged-medium "
-                                            "ask for tile 32"), tiled.message
-            assert "the most any has is 2 KiB (matmul_tiled_kernel), a 16 x 16 tile's" in tiled.message
+            kernel = "matmul_tiled_kernel" if name == TILE_IGNORED else "tiledMatMul<16>"
+            assert tiled.message.startswith(
+                f"tiled must show its technique: case tile-32-ragged asks for tile 32, and the kernel it launched, "
+                f"{kernel} (block 16 x 16), has 2 KiB of shared memory, a 16 x 16 tile's, less than a 32 x 32 tile "
+                "needs (8 KiB"), tiled.message

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +19,12 @@ from grader.evidence import LibraryEvidence, TileShortfall, evidence_of, tile_sh
 from grader.gold import gold_outputs
 from grader.options import Options
 from grader.pipeline import Built, build_stage
-from grader.results import CaseResult
+from grader.results import CaseResult, LaunchedKernel
 from grader.samples import Sample, compose, variants
 from grader.sandbox import sandbox_named
 from grader.sanitizer import smallest_case
 from grader.scoring import score_kernel
-from grader.spec import Assignment, load_assignment
+from grader.spec import Assignment, Kernel, load_assignment
 from grader.status import BuildStatus, CaseStatus, KernelStatus
 from grader.timing.spec import load_timing
 
@@ -206,6 +207,8 @@ def test_the_tiled_kernels_stage_tiles_in_shared_memory_and_the_naive_ones_do_no
 
 
 TILE_IGNORED = "mutant-tile-ignored-always-16"
+# Every tile instantiated, <16> always launched: only the run shows it (the GPU test; here its launches as recorded).
+LAUNCHED_16 = "mutant-every-tile-built-16-launched"
 
 # Right in every case, and without the technique their kernel is named for: each loses that kernel's points.
 WITHOUT_THE_TECHNIQUE = {
@@ -215,7 +218,20 @@ WITHOUT_THE_TECHNIQUE = {
                   "kernel in its binary has the shared memory a 32 x 32 tile needs (8 KiB for a 32 x 32 tile of A and "
                   "one of B); the most any has is 2 KiB (matmul_tiled_kernel), a 16 x 16 tile's: each case must run "
                   "at its own tile, not one tile for all",
+    LAUNCHED_16: "tiled must show its technique: cases tile-32-ragged and ragged-medium ask for tile 32, and the kernel "
+                 "they launched, tiledMatMul<16> (block 16 x 16), has 2 KiB of shared memory, a 16 x 16 tile's, less "
+                 "than a 32 x 32 tile needs (8 KiB for a 32 x 32 tile of A and one of B): each case must run at its "
+                 "own tile, not one tile for all",
 }
+
+
+def launched_as_run(name: str, build: Built, kernel: Kernel) -> list[LaunchedKernel]:
+    """What the launch watch records for each case of the sample's tiled kernel, where its host code fixes it
+    (LAUNCHED_16: tiledMatMul<16> with 16 x 16 threads, whatever the tile); nothing for the others."""
+    if name != LAUNCHED_16 or kernel.name != "tiled":
+        return []
+    (sixteen,) = [f for f in library_evidence(build, "tiled").functions if f.short_name == "tiledMatMul<16>"]
+    return [LaunchedKernel(sixteen.name, [16, 16, 1], 0)]
 
 
 @needs_nvcc
@@ -251,7 +267,8 @@ def test_a_kernel_without_the_technique_it_is_named_for_loses_its_points_with_th
         build = built[name]
         for kernel in build.kernels:
             # As if every case passed (no GPU here): what its binary shows decides the rest.
-            cases = [CaseResult(c.name, c.public, CaseStatus.PASSED, True, "") for c in kernel.cases]
+            cases = [CaseResult(c.name, c.public, CaseStatus.PASSED, True, "",
+                                launched=launched_as_run(name, build, kernel)) for c in kernel.cases]
             result = score_kernel(kernel, build.artifacts[kernel.name], cases)
             words = WITHOUT_THE_TECHNIQUE.get(name) if name != "reference" else None
             if words is not None:
@@ -259,3 +276,18 @@ def test_a_kernel_without_the_technique_it_is_named_for_loses_its_points_with_th
                 assert result.message == words and result.deductions[0].reason == words
             elif not build.artifacts[kernel.name].forbidden_symbols:
                 assert result.score == kernel.weight and result.status is KernelStatus.PASSED, (name, result.message)
+
+
+@needs_nvcc
+def test_only_the_tiled_kernels_library_watches_its_launches_and_it_loads_without_a_gpu(
+        built: dict[str, Built]) -> None:
+    """The watch is linked where the spec asks each case's tile (the tiled kernel), and reading it before any launch
+    finds none: the harness's half, on a library loaded as the harness loads it (no CUDA call is made)."""
+    from grader.boundary.c_abi import LAUNCH_TAKE, SharedLibraryDevice
+
+    for name, artifact in built["reference"].artifacts.items():
+        exported = subprocess.run(["nm", "-D", "--defined-only", str(artifact.library)], capture_output=True,
+                                  text=True, check=True).stdout
+        assert (LAUNCH_TAKE in exported and "__wrap___cudaLaunchKernel" in exported) == (name == "tiled"), name
+    library = SharedLibraryDevice().load(str(built["reference"].artifacts["tiled"].library))
+    assert SharedLibraryDevice().launched(library) == ()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from grader.boundary.device import Completion
-from grader.boundary.protocol import SCALAR_DTYPES, ForbiddenUse, ScalarArgument
+from grader.boundary.protocol import SCALAR_DTYPES, ForbiddenUse, Launch, ScalarArgument
 
 if TYPE_CHECKING:
     from grader.boundary.protocol import Argument
@@ -22,6 +22,8 @@ SHIM_SYMBOL = "kg_call"  # the one function of a library the harness calls (see 
 # The watch a library has where it links a forbidden function (grader.targets.compiled.watch_source): how many it
 # watches, each one's name, and whether it ran since last asked (asking clears it).
 WATCH_COUNT, WATCH_NAME, WATCH_TAKE = "kg_watched_count", "kg_watched_name", "kg_watched_take"
+LAUNCH_TAKE = "kg_launches_take"  # the launch watch's records since last asked, then cleared
+LAUNCHES_KEPT = 64  # launches one call records (a call launching more keeps its first)
 CALLED = "()"  # a forbidden function's use is named with it ("cublasSgemm_v2()"), as a method's carries its dot
 CTYPES = {name: getattr(ctypes, f"c_{name}") for name in SCALAR_DTYPES}
 ERROR_CAPACITY = 1024
@@ -44,6 +46,12 @@ class SharedLibraryDevice:
         """Load a kernel's library (its static constructors run now); the forbidden functions it watches, if any."""
         library = ctypes.CDLL(path)
         library.kg_watched = watched(library)
+        try:
+            take = getattr(library, LAUNCH_TAKE)
+            take.restype, take.argtypes = ctypes.c_int, [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
+            library.kg_launch_watch = take
+        except AttributeError:
+            library.kg_launch_watch = None
         return library
 
     def call(self, library: Any, arguments: list[tuple[Argument, Any]]) -> Completion:
@@ -69,7 +77,24 @@ class SharedLibraryDevice:
                              ctypes.c_char_p, ctypes.c_int]
         status = function(*values, ctypes.byref(wall_ms), ctypes.byref(device_ms), error, ERROR_CAPACITY)
         return Completion(status, wall_ms.value, device_ms.value if device_ms.value >= 0 else None,
-                          error.value.decode(errors="replace"), forbidden=called(library))
+                          error.value.decode(errors="replace"), forbidden=called(library),
+                          launched=self.launched(library))
+
+    def kernel_name(self, handle: int) -> str:
+        """The name in the binary of the kernel a launch's handle names ("" where the target can't tell)."""
+        return ""
+
+    def launched(self, library: Any) -> tuple[Launch, ...]:
+        """The launches the library's launch watch recorded since last asked (none without one), each distinct once."""
+        take = getattr(library, "kg_launch_watch", None)
+        if take is None:
+            return ()
+        records = (ctypes.c_ulonglong * (4 * LAUNCHES_KEPT))()
+        count = take(records, LAUNCHES_KEPT)
+        launches = (Launch(self.kernel_name(records[4 * i]), (records[4 * i + 1] & 0xFFFFFFFF,
+                                                              records[4 * i + 1] >> 32, records[4 * i + 2] & 0xFFFFFFFF),
+                           records[4 * i + 3]) for i in range(count))
+        return tuple(dict.fromkeys(launch for launch in launches if launch.kernel))
 
 
 def watched(library: Any) -> list[tuple[int, str]]:

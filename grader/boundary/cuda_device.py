@@ -117,6 +117,7 @@ class CudaDevice(SharedLibraryDevice):
         # What the device holds before any student code ran (this context and the accumulator included).
         self.baseline_used = self._used_bytes()
         self.uploads: dict[tuple[str, int, str], tuple[Allocation, int]] = {}  # kept files: allocation, digest
+        self.kernel_names: dict[int, str] = {}  # launch handles' names, asked of the driver once each
 
     def _memory(self) -> tuple[int, int]:
         if threading.get_ident() != self.owner:
@@ -131,6 +132,19 @@ class CudaDevice(SharedLibraryDevice):
 
     def free_bytes(self) -> int | None:
         return self._memory()[0]
+
+    def kernel_name(self, handle: int) -> str:
+        """The mangled name of the kernel a launch's handle names (a runtime cudaKernel_t is the driver's CUkernel);
+        "" where this driver predates cuKernelGetName (CUDA 12.3) or does not know the handle."""
+        names = self.kernel_names
+        if handle not in names:
+            get = getattr(self.driver.library, "cuKernelGetName", None)
+            name = ctypes.c_char_p()
+            if get is not None:
+                get.argtypes, get.restype = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p], ctypes.c_int
+            found = get is not None and get(ctypes.byref(name), ctypes.c_void_p(handle)) == 0 and name.value
+            names[handle] = name.value.decode(errors="replace") if found else ""
+        return names[handle]
 
     def load(self, path: str) -> Any:
         """Load a kernel's library; for one that links cuBLAS, create the course's handle first.

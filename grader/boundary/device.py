@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from grader.boundary.protocol import Argument, ForbiddenUse
+    from grader.boundary.protocol import Argument, ForbiddenUse, Launch
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class Completion:
     # What the call did that the assignment forbids, where the target watches the code run (the python target's
     # imports and methods); a target that finds it in the library instead (nm) leaves it empty.
     forbidden: tuple[ForbiddenUse, ...] = ()
+    # The kernels it launched, where the library watches its launches (`grader.targets.compiled.watch_source`).
+    launched: tuple[Launch, ...] = ()
 
 
 class Device(Protocol):

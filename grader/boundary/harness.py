@@ -241,7 +241,8 @@ def run_call(plan: Plan, call: PlannedCall, device: Device, libraries: dict[str,
         return False
     progress.emit(Event.END, index, **Ended(EndStatus.OK, completion.wall_ms, completion.device_ms, tuple(modified),
                                             tuple(out_of_bounds), written=tuple(written),
-                                            peak_extra_bytes=peak, forbidden=completion.forbidden).fields())
+                                            peak_extra_bytes=peak, forbidden=completion.forbidden,
+                                            launched=completion.launched).fields())
     return True
 
 

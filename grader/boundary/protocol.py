@@ -409,6 +409,27 @@ class ForbiddenUse:
 
 
 @dataclass(frozen=True)
+class Launch:
+    """One kernel launch a call made, as the library's launch watch recorded it: the launched function (its name in
+    the binary, mangled), its block's shape and the dynamic shared memory it asked for at launch."""
+
+    kernel: str
+    block: tuple[int, int, int]
+    dynamic_shared_bytes: int
+
+    @classmethod
+    def read(cls, value: object) -> Launch | None:
+        """One entry of an `end` line's `launched`; None where it is not what the harness writes."""
+        if not isinstance(value, dict) or not isinstance(value.get("kernel"), str):
+            return None
+        block, shared = value.get("block"), value.get("dynamic_shared_bytes")
+        if not isinstance(block, list) or len(block) != 3 or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (*block, shared)):
+            return None
+        return cls(value["kernel"][:STRING_LENGTH], (block[0], block[1], block[2]), shared)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class Ended:
     """The `end` event's fields: how the call ended and what the harness measured."""
 
@@ -425,6 +446,8 @@ class Ended:
     peak_extra_bytes: float | None = None
     # What the call did that the assignment forbids (a python kernel's imports and methods, seen while it ran).
     forbidden: tuple[ForbiddenUse, ...] = ()
+    # The kernels the call launched, where its library watches launches (a CUDA kernel whose spec asks its tile).
+    launched: tuple[Launch, ...] = ()
 
     def fields(self) -> dict[str, Any]:
         return {**asdict(self), "status": EndStatus(self.status).value}
@@ -438,13 +461,20 @@ class Ended:
         return cls(status, number(event.get("wall_ms")), number(event.get("device_ms")),
                    strings(event.get("inputs_modified")), strings(event.get("out_of_bounds")), message_of(event),
                    number(event.get("held_bytes")), number(event.get("limit_bytes")), _written(event.get("written")),
-                   number(event.get("peak_extra_bytes")), _forbidden(event.get("forbidden")))
+                   number(event.get("peak_extra_bytes")), _forbidden(event.get("forbidden")),
+                   _launched(event.get("launched")))
 
 
 def _forbidden(value: object) -> tuple[ForbiddenUse, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(u for u in (ForbiddenUse.read(item) for item in value[:STRINGS_KEPT]) if u is not None)
+
+
+def _launched(value: object) -> tuple[Launch, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(launch for launch in (Launch.read(item) for item in value[:STRINGS_KEPT]) if launch is not None)
 
 
 def _written(value: object) -> tuple[Written, ...]:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.boundary.protocol import Ended, EndStatus, Event, ForbiddenUse, Sealed, Written, index_of, kind_of
+from grader.boundary.protocol import Ended, EndStatus, Event, ForbiddenUse, Launch, Sealed, Written, index_of, kind_of
 from grader.runner.limits import Budget, call_timeout_words
 from grader.runner.plan import Call
 from grader.runner.watch import LOG_TAIL, HarnessExit
@@ -49,7 +49,8 @@ class CallOutcome:
     # The scratch buffers it was to leave unwritten (a variant's `untouched`): how much of each it wrote.
     written: tuple[Written, ...] = ()
     peak_extra_bytes: float | None = None  # for those calls: the device memory it took beyond its arguments (sampled)
-    forbidden: tuple[ForbiddenUse, ...] = ()  # what it did that the assignment forbids, seen while it ran (python)
+    forbidden: tuple[ForbiddenUse, ...] = ()  # what it did that the assignment forbids, seen while it ran
+    launched: tuple[Launch, ...] = ()  # the kernels it launched, where its library watches launches
 
 
 def record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], start: int, stop: int,
@@ -98,7 +99,7 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
                 outcomes[index] = CallOutcome(call.kernel.name, call.case.name, CallStatus.OK, "", end.wall_ms,
                                               end.device_ms, call.output_dir, end.inputs_modified, end.out_of_bounds,
                                               written=end.written, peak_extra_bytes=end.peak_extra_bytes,
-                                              forbidden=end.forbidden)
+                                              forbidden=end.forbidden, launched=end.launched)
                 continue
             if end.status == EndStatus.DEVICE_MEMORY:
                 held, limit = end.held_bytes or 0, end.limit_bytes or 0

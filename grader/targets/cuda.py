@@ -91,6 +91,7 @@ class CudaTarget(CompiledTarget):
     harness_env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "KERNEL_GRADER_SYNC": "blocking"}
     determinism: tuple[str, ...] = ()
     device_module = "grader.boundary.cuda_device"
+    launch_symbol = "__cudaLaunchKernel"  # nvcc 12.8+'s launch of every <<<...>>> (crt/device_functions.h)
     shim_file = "kg_shim.cu"
     shim_template = _SHIM
 
