@@ -70,17 +70,26 @@ class Verdict:
     row_shift: int | None = None  # +1/-1: the output matches gold moved down/up by one row
 
 
+EXACT_ATOL = 0.5  # an integer output's tolerance: any two different integers are 1 or more apart
+
+
 def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], tolerance: Tolerance,
             pointers: Sequence[str] = (),
-            axes: Mapping[str, Sequence[tuple[str | None, int]]] | None = None) -> Verdict:
+            axes: Mapping[str, Sequence[tuple[str | None, int]]] | None = None,
+            elements: Mapping[str, str] | None = None) -> Verdict:
     """Compare every graded buffer; the verdict passes only if all of them do.
 
     pointers: the call's pointer parameters in the signature's order, which a margin's poison names by position.
     axes: by buffer, its axes as its shape names them (`grader.spec.shapes.named_axes`): an index is reported along
     them ("O[N=5, d=3]"); a buffer without them, along its array's shape.
+    elements: by buffer, what one element is in words ("token": the spec's `element`).
+
+    An integer output (token ids, indices) is compared exactly, whatever the tolerance: its values are counted,
+    not measured.
     """
     verdicts = [_compare_buffer(name, outputs.get(name), gold[name], tolerance, tuple(pointers),
-                                tuple((axes or {}).get(name, ()))) for name in sorted(gold)]
+                                tuple((axes or {}).get(name, ())), (elements or {}).get(name, ""))
+                for name in sorted(gold)]
     failed = [v for v in verdicts if not v.passed]
     first = next((v.first_mismatch for v in failed if v.first_mismatch), None)
     return Verdict(
@@ -115,7 +124,7 @@ def _passed_message(verdicts: list[Verdict]) -> str:
 
 
 def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tolerance: Tolerance,
-                    pointers: tuple[str, ...], axes: tuple[tuple[str | None, int], ...]) -> Verdict:
+                    pointers: tuple[str, ...], axes: tuple[tuple[str | None, int], ...], element: str = "") -> Verdict:
     elements = int(gold.size)
     if output is None:
         return Verdict(False, float("inf"), float("inf"), float("inf"), float("inf"), elements, elements, elements,
@@ -127,6 +136,9 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
         return Verdict(False, float("inf"), float("inf"), float("inf"), float("inf"), elements, elements, 0, None,
                        f"{name}: the saved output holds {output.dtype.name} data, which the harness never writes")
     poison = POISON_BITS[output.dtype.name]
+    exact = bool(np.issubdtype(output.dtype, np.integer))
+    if exact:  # integers a half apart are equal: exact, with a finite measure of how far (`tolerance_used`)
+        tolerance = Tolerance(EXACT_ATOL, 0.0)
     y, g = output.reshape(-1), gold.reshape(-1)
     blocks = _in_parallel(lambda start: _compare_block(y[start:start + BLOCK], g[start:start + BLOCK], start,
                                                        tolerance, poison), range(0, elements, BLOCK))
@@ -161,8 +173,12 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
     first_unwritten = next((b.first_unwritten for b in blocks if b.first_unwritten is not None), None)
     where_unwritten = "" if first_unwritten is None else \
         index_in_words(name, [int(i) for i in np.unravel_index(first_unwritten, extents)], names)
+    # A sequence's first wrong element in its own words: "first wrong token at step 3 of 24 (batch row 0)".
+    first_words = f"first wrong {element} at step {first.index[-1] + 1} of {extents[-1]}" + (
+        f" ({names[0]} row {first.index[0]})" if len(extents) == 2 else "") \
+        if first is not None and exact and element and names and len(extents) <= 2 else ""
     message = _explain(name, mismatches, elements, unwritten_count, computed_nonfinite, first, tolerance, max_abs,
-                       where_unwritten, before_written, out_of_bounds, margins)
+                       where_unwritten, before_written, out_of_bounds, margins, exact, first_words, element)
     patterns = _patterns(output, gold, tolerance, computed_nonfinite) if mismatches else {}
     return Verdict(mismatches == 0, max_abs, max_rel, rel_l2, used, mismatches, elements, unwritten_count, first,
                    message, read_before_written=before_written, read_out_of_bounds=out_of_bounds,
@@ -359,7 +375,8 @@ def _pool() -> ThreadPoolExecutor:
 
 def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, nonfinite: int, first: Mismatch | None,
              tolerance: Tolerance, max_abs: float, where_unwritten: str, before_written: int = 0,
-             out_of_bounds: int = 0, margins: Sequence[MarginRead] = ()) -> str:
+             out_of_bounds: int = 0, margins: Sequence[MarginRead] = (), exact: bool = False, first_words: str = "",
+             element: str = "") -> str:
     if mismatches == 0:
         return f"{name}: all {elements:,} elements within tolerance"
     if unwritten_count == elements:
@@ -377,10 +394,15 @@ def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, no
     if nonfinite:
         parts.append(f"{nonfinite:,} of {elements:,} elements are NaN or Inf where the expected value is finite")
     wrong = mismatches - unwritten_count - nonfinite - before_written - out_of_bounds
-    if wrong > 0:
+    if wrong > 0 and exact:
+        parts.append(f"{wrong:,} of {elements:,} {f'{element}s' if element else 'values'} differ (integers, compared "
+                     "exactly)")
+    elif wrong > 0:
         parts.append(f"{wrong:,} of {elements:,} elements outside tolerance (atol={tolerance.atol:g}, "
                      f"rtol={tolerance.rtol:g}; max abs err {max_abs:.3g})")
-    if first is not None:
+    if first is not None and first_words:
+        parts.append(f"{first_words}: expected {first.expected:.6g}, got {first.got:.6g}")
+    elif first is not None:
         parts.append(f"first mismatch at {index_in_words(first.buffer, first.index, first.axes)}: "
                      f"expected {first.expected:.6g}, got {first.got:.6g}")
     return f"{name}: " + "; ".join(parts)

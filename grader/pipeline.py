@@ -235,7 +235,8 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         produced = _load_outputs(outcome.output_dir, kernel)
         expected = judged_with(kernel, produced, gold[(kernel.name, case.name)])
         axes = {b.name: named_axes(b, case.params) for b in kernel.buffers_with("output")}
-        return (compare(produced, expected, kernel.tolerance_for(case), pointers_of(kernel), axes),
+        words = {b.name: b.element for b in kernel.buffers_with("output") if b.element}
+        return (compare(produced, expected, kernel.tolerance_for(case), pointers_of(kernel), axes, words),
                 reported_values(kernel, produced), reported_values(kernel, expected))
 
     # A few cases at once: one case's outputs are read from disk while another's are compared (each

@@ -78,3 +78,20 @@ def test_an_output_of_a_dtype_the_harness_never_writes_fails_its_case_with_words
     verdict = compare({"out": np.zeros((4, 4), dtype=np.float16)}, gold, Tolerance(1e-5, 1e-5))
     assert not verdict.passed and verdict.mismatches == 16
     assert "float16" in verdict.message and "never writes" in verdict.message
+
+
+def test_integer_outputs_are_compared_exactly_and_a_tokens_first_wrong_one_is_said_as_such() -> None:
+    gold = np.array([[5, 7, 9, 11], [1, 2, 3, 4]], dtype=np.int32)
+    tokens = gold.copy()
+    tokens[1, 2] = 13
+    # Whatever the tolerance (rtol 0.5 would let 3 pass as 4): integers are counted, not measured.
+    loose = Tolerance(atol=1.0, rtol=0.5)
+    verdict = compare({"generated": tokens}, {"generated": gold.astype(np.float64)}, loose,
+                      axes={"generated": (("batch", 2), ("new_tokens", 4))}, elements={"generated": "token"})
+    assert not verdict.passed and verdict.mismatches == 1
+    assert verdict.message == ("generated: 1 of 8 tokens differ (integers, compared exactly); first wrong token at "
+                               "step 3 of 4 (batch row 1): expected 3, got 13")
+    assert compare({"generated": gold.copy()}, {"generated": gold.astype(np.float64)}, loose).passed
+    # Off by one, unnamed: still exact, in plain words.
+    plain = compare({"ids": gold + 1}, {"ids": gold.astype(np.float64)}, Tolerance(atol=2.0, rtol=0.0))
+    assert plain.mismatches == 8 and plain.message.startswith("ids: 8 of 8 values differ (integers, compared exactly)")

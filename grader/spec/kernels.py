@@ -49,6 +49,7 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
                 init=init,  # type: ignore[arg-type]
                 report=b.get("report", bool, False),
                 judged_against=b.get("judged_against", str, None),
+                element=b.get("element", str, None),
             )
         )
         if buffers[-1].report and role != "output":

@@ -90,6 +90,9 @@ class Buffer:
     # the submission's own (the KV cache's generation against its own model's uncached one, which the grader's
     # adapter writes in the same call). The output it names is that truth, and is not judged itself.
     judged_against: str | None = None
+    # What one element is, in the student's words ("token"), where the reports should say it: an integer output's
+    # first wrong element is then "the first wrong token at step 3 of 24 (batch row 0)".
+    element: str | None = None
 
 
 @dataclass(frozen=True)
