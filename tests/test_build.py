@@ -303,3 +303,29 @@ def test_a_compiler_a_bound_stopped_is_a_compile_error_that_names_the_bound(tmp_
                                 sandbox=sandbox_named("local"))["flash_attention"]
     assert artifact.status == "compile_error"
     assert artifact.message.startswith("g++ was stopped: it exceeded the memory limit (256 MiB)"), artifact.message
+
+
+@needs_cublas
+def test_without_cublas_on_the_machine_a_kernel_that_uses_it_is_the_machines_failure(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Not a compile error to fix: the student's cuBLAS kernel (tiled-matmul's matmul_cublas includes cublas_v2.h)
+    is the grading machine's fault, named as such and kept out of the build cache."""
+    from grader.errors import MachineError
+    from grader.spec import load_assignment
+    from grader.targets.cuda import CudaTarget
+
+    pack = load_assignment("tiled-matmul")
+    monkeypatch.setattr(CudaTarget, "_cublas_flags", lambda self: ())
+    library_flags.cache_clear()
+    try:
+        with pytest.raises(MachineError) as raised:
+            build_submission(pack, pack.reference_dir, tmp_path / "cache", (pack.kernel("cublas"),), cuda_arch="sm_90")
+        assert raised.value.fault == "library"
+        assert str(raised.value).startswith("the code includes cublas_v2.h, cuBLAS's header, and this grading machine "
+                                            "has no cuBLAS"), raised.value
+        assert not list((tmp_path / "cache").glob("builds/*/build.json"))
+        # A kernel that does not use cuBLAS builds as before.
+        built = build_submission(pack, pack.reference_dir, tmp_path / "cache", (pack.kernel("naive"),), cuda_arch="sm_90")
+        assert built["naive"].status == "built", built["naive"].message
+    finally:
+        library_flags.cache_clear()

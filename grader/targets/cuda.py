@@ -167,6 +167,12 @@ class CudaTarget(CompiledTarget):
         return (f"cutlass={content_key(version.read_bytes()) if version.is_file() else 'no version.h'}",)
 
     def library_missing(self, libraries: tuple[str, ...], compiler_output: str) -> str | None:
+        if "cublas" in libraries and not self._cublas_flags() and (
+                missing_cublas := MISSING_CUBLAS_HEADER.search(compiler_output)):
+            header = missing_cublas.group(1) or missing_cublas.group(2)
+            uses = f"includes {header}, cuBLAS's header" if header else f"calls cuBLAS ({missing_cublas.group(3)})"
+            return (f"the code {uses}, and this grading machine has no cuBLAS: the assignment links it, as the course's "
+                    "build does. Whoever runs the grader: install the CUDA toolkit's cuBLAS, or pip install nvidia-cublas")
         if "cutlass" not in libraries or cutlass_include() is not None:
             return None
         missing = MISSING_CUTLASS_HEADER.search(compiler_output)
@@ -271,6 +277,12 @@ CUTLASS_VERSION_HEADER = Path("cutlass") / "version.h"
 # such file or directory" (gcc), "cannot open source file "cute/tensor.hpp"" (the CUDA front end).
 MISSING_CUTLASS_HEADER = re.compile(r'\b((?:cutlass|cute)/[\w./-]+): No such file or directory'
                                     r'|cannot open source file "((?:cutlass|cute)/[\w./-]+)"')
+
+# What a build that uses cuBLAS says on a machine without it: its header not found, or (where the provided header
+# includes it only if present, as gpt2's utils/cuda_utils.cuh does) its names undeclared.
+MISSING_CUBLAS_HEADER = re.compile(r'\b(cublas(?:_v2|Lt|_api)?\.h): No such file or directory'
+                                   r'|cannot open source file "(cublas(?:_v2|Lt|_api)?\.h)"'
+                                   r'|identifier "(cublas\w*)" is undefined')
 
 
 def cutlass_include() -> Path | None:
