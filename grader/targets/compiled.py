@@ -137,7 +137,7 @@ def watch_source(symbols: tuple[str, ...], launch_symbol: str | None = None) -> 
 
     The linker's --wrap sends the student's calls of `cublasSgemm_v2` to `__wrap_cublasSgemm_v2`, whose `__real_`
     reference is cuBLAS's own. The trampoline's one byte store touches no register that carries an argument, so
-    it forwards any signature unchanged (x86-64). The harness reads and clears the marks after every call
+    it passes any signature on unchanged (x86-64). The harness reads and clears the marks after every call
     (`grader.boundary.c_abi`): a forbidden function that ran is a forbidden use; one only linked (an unused helper)
     is a note.
 
