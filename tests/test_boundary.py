@@ -67,9 +67,9 @@ def test_the_harness_side_imports_only_the_boundary_numpy_and_the_standard_libra
 
 def test_the_competitions_harness_half_imports_only_the_boundary_the_programs_half_and_forwards_compose() -> None:
     boundary = boundary_modules()
-    alone, with_competition = loaded_after(boundary, ["grader.competition.harness"])
+    alone, with_competition = loaded_after(boundary, ["grader.competition.harness_half"])
     allowed = {"grader.checks", CHECKS_HARNESS_HALF, "grader.checks.forward", "grader.checks.forward.compose",
-               "grader.competition", "grader.competition.harness"}
+               "grader.competition", "grader.competition.harness_half"}
     outside = graders(with_competition) - graders(alone) - allowed
     assert not outside, "the competition's harness half imports " + ", ".join(sorted(outside))
     assert not third_party(with_competition), \

@@ -18,7 +18,7 @@ import pytest
 from grader.boundary.protocol import Sealed, seal_of
 from grader.checks.forward.spec import Forward
 from grader.cli import main
-from grader.competition.gate import gate, judge_run
+from grader.competition.judge import gate, judge_run
 from grader.competition.results import CompetitionResult, RunResult, read_competition
 from grader.competition.run import compete, draw_prompts
 from grader.competition.spec import Run, load_competition, parse_competition

@@ -20,7 +20,7 @@ from grader.boundary.device import Completion
 from grader.boundary.protocol import Event, Plan, PlannedCall, ScalarArgument, Sealed, SliceArgument
 from grader.build import build_submission
 from grader.checks import check_named
-from grader.checks.decode import harness
+from grader.checks.decode import harness_half as harness
 from grader.checks.decode.check import case_steps
 from grader.checks.decode.spec import DEFAULT_CASES, Decode
 from grader.checks.forward.gold import gold_pass

@@ -2,9 +2,9 @@
 its logits, ranked by the geometric mean of tokens per second (`grader time --competition`).
 
     spec.py      the [competition] table: the runs, the folder laid over kernels/, the protocol's knobs
-    harness.py   the harness's half: warm-up generations, then timed ones until the stop rule; tokens, the last
+    harness_half.py  the harness's half: warm-up generations, then timed ones until the stop rule; tokens, the last
                  timed generation's logits and every generation's seconds saved and sealed
-    gate.py      the gold (float64, over the tokens the submission generated) and the gate: logits and tokens
+    judge.py     the gold (float64, over the tokens the submission generated) and the gate: logits and tokens
     run.py       build (kernels/ with the competition folder laid over it), run with the GPU held alone, judge
     results.py   what a competition found (runs, the geometric mean, whether it is entered), JSON-ready
 

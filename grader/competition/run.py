@@ -19,8 +19,8 @@ from grader.checkout import checkout_folder
 from grader.checks.forward.inputs import PARAMETERS_FILE, prepare_forward_inputs
 from grader.checks.forward.layout import activation_tensors, logits_offset, parameter_tensors, regions, steps_of, total
 from grader.checks.forward.spec import Forward
-from grader.competition import harness
-from grader.competition.gate import cached_gold, judge_run
+from grader.competition import harness_half as harness
+from grader.competition.judge import cached_gold, judge_run
 from grader.competition.results import CompetitionResult, RunResult
 from grader.competition.spec import Competition, Run
 from grader.cache import content_key, is_complete, new_entry, publish_folder

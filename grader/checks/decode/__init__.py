@@ -6,7 +6,7 @@ attention.cuh declares extern (a variant's `defines` puts them in its libraries)
 
     spec.py      the [decode] table in assignment.toml, read and validated: its cases and its rules
     inputs.py    each case's tokens beside the forward check's weights, cached by content
-    harness.py   the harness's half: the baseline and the KV passes, the globals kept in step, outputs sealed
+    harness_half.py  the harness's half: the baseline and the KV passes, the globals kept in step, outputs sealed
     gold.py      each case's float64 logits at every decoded position (one gold pass over the whole sequence)
     verdict.py   the cases judged (the course's rule against the baseline, ours against the gold), speed-ups,
                  memory, and the check's hints, in a student's words

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.boundary.protocol import Composition, ScalarArgument, Space
-from grader.checks.decode import harness
+from grader.checks.decode import harness_half as harness
 from grader.checks.decode.gold import DecodeGold, decode_gold
 from grader.checks.decode.inputs import prepare_decode_inputs, tokens_file
 from grader.checks.decode.spec import DECODE, Decode, DecodeCase, load_decode

@@ -16,7 +16,7 @@ import numpy as np
 
 from grader.build import Artifact
 from grader.checks.decode.gold import DecodeGold
-from grader.checks.decode.harness import MEMORY, TIMES
+from grader.checks.decode.harness_half import MEMORY, TIMES
 from grader.checks.decode.spec import DECODE, Decode, DecodeCase
 from grader.checks.forward.verdict import logits_error, sealed_output
 from grader.results import CaseResult, Deduction, KernelResult, Mismatch

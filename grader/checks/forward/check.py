@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.boundary.protocol import Composition, Space
-from grader.checks.forward import harness
+from grader.checks.forward import harness_half as harness
 from grader.checks.forward.gold import ForwardGold, forward_gold
 from grader.checks.forward.inputs import PARAMETERS_FILE, REFERENCE_FILE, TOKENS_FILE, prepare_forward_inputs
 from grader.checks.forward.layout import (Step, activation_tensors, logits_offset, parameter_tensors, regions, steps_of,
