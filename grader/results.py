@@ -9,7 +9,6 @@ import dataclasses
 import enum
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,15 +17,6 @@ from typing import Any
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 SCHEMA_VERSION = 1
-
-# A case stored before its facts were fields said them only in its message, in scoring's and the runner's words.
-_LEGACY_FACTS = {
-    "signal": re.compile(r"killed by signal (SIG[A-Z0-9]+)"),
-    "out_of_bounds": re.compile(r"^wrote out of bounds: "
-                                r"((?:\d+ element\(s\) (?:before the start|past the end) of \w+(?:; )?)+)"),
-    "inputs_modified": re.compile(r"wrote into its input\(s\) (.+?), which it must only read; "),
-}
-
 
 @dataclass(frozen=True)
 class Mismatch:
@@ -599,7 +589,7 @@ class Result:
     def from_dict(cls, data: dict[str, Any]) -> Result:
         kernels = [
             KernelResult(
-                **{**_with_check(k), "cases": [CaseResult(**{**_with_facts(c), "first_mismatch": Mismatch(
+                **{**k, "cases": [CaseResult(**{**c, "first_mismatch": Mismatch(
                                                    **c["first_mismatch"]) if c.get("first_mismatch") else None})
                                                for c in k["cases"]],
                    "deductions": [Deduction(**d) for d in k.get("deductions", [])],
@@ -622,26 +612,6 @@ class Result:
     @classmethod
     def from_json(cls, text: str) -> Result:
         return cls.from_dict(json.loads(text))
-
-
-def _with_check(kernel: dict[str, Any]) -> dict[str, Any]:
-    """A stored kernel with its check; one stored before it was a field is a check's result by its name."""
-    if "check" in kernel:
-        return kernel
-    from grader.checks import CHECK_NAMES  # the registry's names only: no plug-in is imported
-
-    return {**kernel, "check": name if (name := kernel["name"].split("/")[-1]) in CHECK_NAMES else None}
-
-
-def _with_facts(case: dict[str, Any]) -> dict[str, Any]:
-    """A stored case with its facts as fields; one stored before they were fields has them read from its message."""
-    if all(name in case for name in _LEGACY_FACTS):
-        return case
-    found = {name: pattern.search(case.get("message", "")) for name, pattern in _LEGACY_FACTS.items()}
-    signal, out_of_bounds, inputs = found["signal"], found["out_of_bounds"], found["inputs_modified"]
-    return {"signal": signal.group(1) if signal else None,
-            "out_of_bounds": [part for part in out_of_bounds.group(1).split("; ") if part] if out_of_bounds else [],
-            "inputs_modified": inputs.group(1).split(", ") if inputs else [], **case}
 
 
 def _finite(value: Any) -> Any:

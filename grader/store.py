@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import socket
 import sqlite3
 import threading
@@ -47,8 +48,9 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE INDEX IF NOT EXISTS results_by_student ON results (assignment, student, id);
 """
 # The store's own layout (the results' JSON has its own SCHEMA_VERSION). 1: results only; 2: runs;
-# 3: each run's commit choices (runs.pins), and results that may be fetch_failed.
-STORE_VERSION = 3
+# 3: each run's commit choices (runs.pins), and results that may be fetch_failed; 4: results stored before some facts
+# were fields rewritten with them, once (`upgraded_result_json`).
+STORE_VERSION = 4
 _RUNS = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -93,6 +95,40 @@ class Run:
     def left(self) -> list[str]:
         """The students this run has no result for yet, in its order."""
         return [s for s in self.students if s not in self.done]
+
+
+# A case stored before its facts were fields said them only in its message, in scoring's and the runner's words.
+_LEGACY_FACTS = {
+    "signal": re.compile(r"killed by signal (SIG[A-Z0-9]+)"),
+    "out_of_bounds": re.compile(r"^wrote out of bounds: "
+                                r"((?:\d+ element\(s\) (?:before the start|past the end) of \w+(?:; )?)+)"),
+    "inputs_modified": re.compile(r"wrote into its input\(s\) (.+?), which it must only read; "),
+}
+
+
+def upgraded_result_json(text: str) -> str:
+    """A stored result's JSON with the fields later graders keep (the store's upgrade to layout 4): a case's facts its
+    message said (signal, writes out of bounds, inputs written), and a kernel's check (a check's result by its name)."""
+    from grader.checks import CHECK_NAMES  # the registry's names only: no plug-in is imported
+
+    try:
+        data = json.loads(text)
+        kernels = data["kernels"]
+    except (ValueError, KeyError, TypeError):
+        return text  # not a result this grader can read: left as it is, and reading it says so
+    for kernel in kernels:
+        if "check" not in kernel:
+            kernel["check"] = name if (name := kernel["name"].split("/")[-1]) in CHECK_NAMES else None
+        for case in kernel.get("cases", []):
+            if all(name in case for name in _LEGACY_FACTS):
+                continue
+            found = {name: pattern.search(case.get("message", "")) for name, pattern in _LEGACY_FACTS.items()}
+            signal, out_of_bounds, inputs = found["signal"], found["out_of_bounds"], found["inputs_modified"]
+            case.setdefault("signal", signal.group(1) if signal else None)
+            case.setdefault("out_of_bounds", [part for part in out_of_bounds.group(1).split("; ") if part]
+                            if out_of_bounds else [])
+            case.setdefault("inputs_modified", inputs.group(1).split(", ") if inputs else [])
+    return json.dumps(data)
 
 
 class Store:
@@ -160,6 +196,10 @@ class Store:
                 self._db.execute("ALTER TABLE results ADD COLUMN run_id INTEGER REFERENCES runs (id)")
         if version < 3:
             self._db.execute("ALTER TABLE runs ADD COLUMN pins TEXT NOT NULL DEFAULT '{}'")
+        if version < 4:
+            for row_id, text in self._db.execute("SELECT id, result_json FROM results").fetchall():
+                if (upgraded := upgraded_result_json(text)) != text:
+                    self._db.execute("UPDATE results SET result_json = ? WHERE id = ?", (upgraded, row_id))
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('store_version', ?)", (str(STORE_VERSION),))
         self._has_runs = self._has_pins = True
 

@@ -27,7 +27,7 @@ from grader.dispatch.local import LocalExecutor
 from grader.options import Options
 from grader.samples import compose
 from grader.spec import load_assignment
-from grader.store import Store, plan_run
+from grader.store import STORE_VERSION, Store, plan_run
 
 from test_batch import DEADLINE, at, commit, submission
 from test_store import result as small_result
@@ -325,6 +325,6 @@ def test_a_store_of_the_old_layout_is_migrated_keeping_its_results(tmp_path: Pat
     assert store.run(run.id).left == ["bob"]
     store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone() == ("3",)
+        assert db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone() == (str(STORE_VERSION),)
         assert db.execute("SELECT COUNT(*) FROM results").fetchone() == (3,)
     db.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import json
 import sqlite3
 import subprocess
 import sys
@@ -135,3 +136,43 @@ def test_result_without_a_student_is_not_stored(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         store.save(dataclasses.replace(result("x"), student=None))
     assert store.latest("a") == []
+
+
+def test_results_stored_before_their_facts_were_fields_get_them_once_in_the_upgrade(tmp_path: Path) -> None:
+    """Layout 3 to 4: a case's signal, writes out of bounds and inputs written, which old results said only in the
+    message, become fields; a kernel named after a check is that check's. The upgrade writes them back once, so that
+    reading a result never parses a message."""
+    from grader.checks import CHECK_NAMES
+    from grader.store import _RUNS, _SCHEMA
+
+    path = tmp_path / "layout3.sqlite"
+    old = json.loads(result("ada").to_json(indent=None))
+    check = CHECK_NAMES[0]
+    old["kernels"] = [{**old["kernels"][0], "cases": [
+        {"name": "c", "public": True, "status": "crashed", "passed": False,
+         "message": "wrote out of bounds: 4 element(s) past the end of out; killed by signal SIGSEGV; "
+                    "wrote into its input(s) inp, which it must only read; "}]},
+        {**old["kernels"][0], "name": f"req_0/{check}", "cases": []}]
+    for kernel in old["kernels"]:
+        kernel.pop("check", None)
+    with sqlite3.connect(path) as db:
+        db.executescript(_SCHEMA + _RUNS.replace("IF NOT EXISTS ", ""))
+        db.execute("ALTER TABLE results ADD COLUMN run_id INTEGER REFERENCES runs (id)")
+        db.execute("ALTER TABLE runs ADD COLUMN pins TEXT NOT NULL DEFAULT '{}'")
+        db.executemany("INSERT INTO meta VALUES (?, ?)", [("schema_version", "1"), ("store_version", "3")])
+        db.execute("INSERT INTO results (student, assignment, spec_version, commit_sha, status, score, max_score,"
+                   " grader_version, graded_at, result_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   ("ada", "a", "1", "abc", "graded", 1.0, 1.0, "0.1.0", old["graded_at"], json.dumps(old)))
+    db.close()
+    store = Store(path)
+    (upgraded,) = store.latest("a")
+    store.close()
+    (case,) = upgraded.kernels[0].cases
+    assert (case.signal, case.out_of_bounds, case.inputs_modified) == ("SIGSEGV", ["4 element(s) past the end of out"],
+                                                                      ["inp"])
+    assert [k.check for k in upgraded.kernels] == [None, check]
+    with sqlite3.connect(path) as db:  # written back: the stored JSON itself has the fields now
+        stored = json.loads(db.execute("SELECT result_json FROM results").fetchone()[0])
+        assert stored["kernels"][0]["cases"][0]["signal"] == "SIGSEGV" and stored["kernels"][1]["check"] == check
+        assert db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone() == ("4",)
+    db.close()
