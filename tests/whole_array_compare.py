@@ -1,5 +1,6 @@
-"""The compare of before issue 13, kept verbatim as the oracle for grader.compare: whole arrays in
-float64, one pass per figure. The chunked, threaded compare must give the same verdicts."""
+"""The compare of before issue 13, kept as the oracle for grader.compare: whole arrays in float64, one pass per
+figure. The chunked, threaded compare must give the same verdicts. One rule added since (issue 41): an integer
+output is compared exactly, whatever the tolerance (a half apart, which any two integers are not)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,9 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
     if output.shape != gold.shape:
         return Verdict(False, float("inf"), float("inf"), float("inf"), float("inf"), elements, elements, 0, None,
                        f"{name}: shape {list(output.shape)}, expected {list(gold.shape)}")
+    exact = bool(np.issubdtype(output.dtype, np.integer))
+    if exact:
+        tolerance = Tolerance(0.5, 0.0)
     unwritten = never_written(output)
     y = output.astype(np.float64)
     g = gold.astype(np.float64)
@@ -120,7 +124,7 @@ def _compare_buffer(name: str, output: np.ndarray | None, gold: np.ndarray, tole
         index = tuple(int(i) for i in np.unravel_index(int(np.argmin(passed)), gold.shape))
         first = Mismatch(name, index, float(g[index]), float(y[index]))
     message = _explain(name, mismatches, elements, unwritten_count, computed_nonfinite, first, tolerance, max_abs,
-                       unwritten)
+                       unwritten, exact)
     patterns = _patterns(y, g, tolerance, unwritten, finite_gold) if mismatches else {}
     return Verdict(mismatches == 0, max_abs, max_rel, rel_l2, used, mismatches, elements, unwritten_count, first,
                    message, **patterns)
@@ -150,7 +154,7 @@ def _close(y: np.ndarray, g: np.ndarray, tolerance: Tolerance) -> bool:
 
 
 def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, nonfinite: int, first: Mismatch | None,
-             tolerance: Tolerance, max_abs: float, unwritten: np.ndarray) -> str:
+             tolerance: Tolerance, max_abs: float, unwritten: np.ndarray, exact: bool = False) -> str:
     if mismatches == 0:
         return f"{name}: all {elements:,} elements within tolerance"
     if unwritten_count == elements:
@@ -162,7 +166,9 @@ def _explain(name: str, mismatches: int, elements: int, unwritten_count: int, no
     if nonfinite:
         parts.append(f"{nonfinite:,} of {elements:,} elements are NaN or Inf where the expected value is finite")
     wrong = mismatches - unwritten_count - nonfinite
-    if wrong > 0:
+    if wrong > 0 and exact:
+        parts.append(f"{wrong:,} of {elements:,} values differ (integers, compared exactly)")
+    elif wrong > 0:
         parts.append(f"{wrong:,} of {elements:,} elements outside tolerance (atol={tolerance.atol:g}, "
                      f"rtol={tolerance.rtol:g}; max abs err {max_abs:.3g})")
     if first is not None:
