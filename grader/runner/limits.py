@@ -62,9 +62,9 @@ def submission_budget(assignment: Assignment, kernels: Iterable[Kernel]) -> floa
 def limits_for(assignment: Assignment) -> Limits:
     """The sandbox's limits for an assignment: its assignment.toml's memory and process limits, else the defaults."""
     defaults = Limits()
-    return dataclasses.replace(
-        defaults, memory_bytes=(assignment.memory_limit_mb << 20) if assignment.memory_limit_mb else defaults.memory_bytes,
-        processes=assignment.process_limit or defaults.processes)
+    memory = (assignment.memory_limit_mb << 20) if assignment.memory_limit_mb else defaults.memory_limit_bytes
+    return dataclasses.replace(defaults, memory_limit_bytes=memory,
+                               processes=assignment.process_limit or defaults.processes)
 
 
 def device_memory_limit(assignment: Assignment) -> int:
