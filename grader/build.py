@@ -42,7 +42,7 @@ from grader.targets.compiled import ARCHIVE_FILE, WATCH_FILE, CompiledTarget, co
 
 COMPILE_TIME_LIMIT_S = 300
 # Compilers run on untrusted sources (include tricks, template explosions): bounded like the harness.
-COMPILE_LIMITS = Limits(memory_bytes=8 << 30, processes=256, file_size_bytes=1 << 30, log_bytes=1 << 20)
+COMPILE_LIMITS = Limits(memory_limit_bytes=8 << 30, processes=256, file_size_bytes=1 << 30, log_bytes=1 << 20)
 MESSAGE_LIMIT = 4000  # characters of compiler output kept in a result
 OBJECTS_DIR = "kg_objects"  # the source folder's other files' objects, in the work folder
 BEYOND_FOLDERS = (Origin.INCLUDED, Origin.IMPORTABLE)  # files a build gets for its includes and imports alone

@@ -173,7 +173,8 @@ def execute_stage(built: Built, assignment: Assignment, options: Options, output
         keys += unprepared(assignment, built.checks, built.artifacts, built.check_inputs)
         outcomes = {key: CallOutcome(*key, CallStatus.NOT_RUN, f"not run: {reason}") for key in keys}
         return Ran(built, outcomes, "", lap.times(), not_run_reason=reason)
-    deadline = time.monotonic() + submission_budget(assignment, calls)  # the run slot's, sanitizer included
+    # The run slot's, sanitizer included.
+    deadline = time.monotonic() + submission_budget(assignment, (c.kernel for c in calls))
     sandbox = sandbox_named(options.sandbox)
     inputs = {(k.name, c.name): i for k, c, i in built.selection}
     # Untimed and on one small case, each tool in a slot of its own beside the other kernels' runs,

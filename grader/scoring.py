@@ -11,6 +11,8 @@ extra-credit cap, and a compile error that makes the whole grade 0.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from grader.build import Artifact
 from grader.compare import Verdict
@@ -128,8 +130,9 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
     what = " and ".join(part for part in (f"calls {', '.join(artifact.forbidden_symbols)}"
                                           if artifact.forbidden_symbols else "", forbidden_words(used, kernel.name))
                         if part)
+    findings = findings_of(sanitizer or [])
     build = {"build_seconds": round(artifact.seconds, 3), "build_cached": artifact.cached,
-             "sanitizer": findings_of(sanitizer or []), "forbidden_symbols": symbols,
+             "sanitizer": findings, "forbidden_symbols": symbols,
              "built_from": list(artifact.files), "log": log, "variant": kernel.variant, "hints": list(kernel.hints),
              "forbidden_named": _named_only(artifact, used)}
     if artifact.status == BuildStatus.COMPILE_ERROR:
@@ -152,35 +155,19 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
         earned = kernel.weight if passed == len(cases) else 0.0
     else:
         earned = kernel.weight * passed / len(cases)
-    deductions = []
-    if symbols:
-        points = min(earned, kernel.weight * kernel.forbidden_penalty)
-        outputs = "its outputs were correct" if passed == len(cases) else f"its outputs were correct in {passed} of {len(cases)} cases"
-        deductions.append(Deduction(f"{what}, which this assignment forbids ({outputs})", points))
-    notes = []
-    if missing := _missing_technique(kernel, artifact, cases):
-        reason = f"{kernel.name} must show its technique: {missing}"
-        if kernel.evidence_penalty > 0:
-            points = min(earned - sum(d.points for d in deductions), kernel.weight * kernel.evidence_penalty)
-            deductions.append(Deduction(reason, max(0.0, points)))
-        else:
-            notes.append(f"{reason} (reported, not scored)")
     memory = judge_memory_bound(kernel.memory_bound, cases)
-    if memory is not None and memory.exceeded:
-        reason = memory_bound_words(memory, cases)
-        penalty = kernel.memory_bound.penalty  # type: ignore[union-attr]
-        points = max(0.0, min(earned - sum(d.points for d in deductions), kernel.weight * penalty))
-        if points > 0:
-            memory = dataclasses.replace(memory, points=round(points, 6))
-            deductions.append(Deduction(reason, points))
-        else:  # reported only, or nothing left to take (a forbidden call took it all)
-            notes.append(f"{reason} (reported, not scored)" if penalty == 0 else reason)
+    judged = _Judged(kernel, artifact, cases, passed, symbols, what, sanitizer or [], findings, memory)
+    deductions: list[Deduction] = []
+    notes: list[str] = []
+    for rule in KERNEL_RULES:  # each takes from what the ones before it left
+        outcome = rule(judged, earned - sum(d.points for d in deductions))
+        if outcome is not None and outcome.deduction is not None:
+            deductions.append(outcome.deduction)
+            if rule is _memory_bound and memory is not None:  # the bound's result says what it cost
+                memory = dataclasses.replace(memory, points=round(outcome.deduction.points, 6))
+        elif outcome is not None:
+            notes.append(outcome.note)
     flagged = has_errors(sanitizer or [])
-    if flagged and kernel.sanitizer_penalty > 0:
-        tools = ", ".join(sorted({r.tool for r in sanitizer or [] if r.errors != 0}))
-        first = next(iter(build["sanitizer"]), "")  # type: ignore[call-overload]
-        points = min(earned - sum(d.points for d in deductions), kernel.weight * kernel.sanitizer_penalty)
-        deductions.append(Deduction(f"compute-sanitizer ({tools}) reported errors: {first}", max(0.0, points)))
     score = max(0.0, earned - sum(d.points for d in deductions))
     status = KernelStatus.FORBIDDEN if symbols else \
         KernelStatus.PASSED if passed == len(cases) and not (flagged and kernel.sanitizer_penalty > 0) \
@@ -195,6 +182,83 @@ def score_kernel(kernel: Kernel, artifact: Artifact, cases: list[CaseResult],
         message = f"{message} ({artifact.function_found})"
     return KernelResult(kernel.name, round(score, 6), kernel.weight, status, message, cases, deductions,
                         memory_bound=memory, **build)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What a kernel's deduction rules read: the kernel, its build and cases, and what it did that it must not."""
+
+    kernel: Kernel
+    artifact: Artifact
+    cases: list[CaseResult]
+    passed: int
+    symbols: list[str]  # the forbidden things it called or imported
+    forbidden: str  # those in words: "calls cublasSgemm and imports scipy.linalg (...)"
+    sanitizer: list[SanitizerReport]
+    findings: list[str]  # compute-sanitizer's, one line each
+    memory: MemoryBoundResult | None
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """What one rule did: a deduction from the kernel's score (of 0 points, where nothing was left), or a note."""
+
+    deduction: Deduction | None = None
+    note: str = ""
+
+
+def _points(left: float, cost: float) -> float:
+    """The points a deduction takes: its cost, but never more than what is left of the score, nor less than 0."""
+    return max(0.0, min(left, cost))
+
+
+def _forbidden(k: _Judged, left: float) -> _Taken | None:
+    """A forbidden call or import costs `forbidden_penalty` of the weight."""
+    if not k.symbols:
+        return None
+    cases = len(k.cases)
+    outputs = ("its outputs were correct" if k.passed == cases
+               else f"its outputs were correct in {k.passed} of {cases} cases")
+    return _Taken(Deduction(f"{k.forbidden}, which this assignment forbids ({outputs})",
+                            _points(left, k.kernel.weight * k.kernel.forbidden_penalty)))
+
+
+def _technique(k: _Judged, left: float) -> _Taken | None:
+    """Evidence or a required symbol its binary lacks costs `evidence_penalty` of the weight (0: said only)."""
+    if not (missing := _missing_technique(k.kernel, k.artifact, k.cases)):
+        return None
+    reason = f"{k.kernel.name} must show its technique: {missing}"
+    if k.kernel.evidence_penalty > 0:
+        return _Taken(Deduction(reason, _points(left, k.kernel.weight * k.kernel.evidence_penalty)))
+    return _Taken(note=f"{reason} (reported, not scored)")
+
+
+def _memory_bound(k: _Judged, left: float) -> _Taken | None:
+    """A memory bound exceeded costs the bound's `penalty` of the weight (0: said only)."""
+    if k.memory is None or not k.memory.exceeded:
+        return None
+    reason = memory_bound_words(k.memory, k.cases)
+    penalty = k.kernel.memory_bound.penalty  # type: ignore[union-attr]
+    if (points := _points(left, k.kernel.weight * penalty)) > 0:
+        return _Taken(Deduction(reason, points))
+    # Reported only, or nothing left to take (a forbidden call took it all).
+    return _Taken(note=f"{reason} (reported, not scored)" if penalty == 0 else reason)
+
+
+def _sanitizer(k: _Judged, left: float) -> _Taken | None:
+    """compute-sanitizer's errors cost `sanitizer_penalty` of the weight (0: not scored, and not said here)."""
+    if not (has_errors(k.sanitizer) and k.kernel.sanitizer_penalty > 0):
+        return None
+    tools = ", ".join(sorted({r.tool for r in k.sanitizer if r.errors != 0}))
+    first = next(iter(k.findings), "")
+    return _Taken(Deduction(f"compute-sanitizer ({tools}) reported errors: {first}",
+                            _points(left, k.kernel.weight * k.kernel.sanitizer_penalty)))
+
+
+_KernelRule = Callable[[_Judged, float], _Taken | None]
+# A kernel's deductions, in the order they take from its score (and are said): each one from what the ones before it
+# left.
+KERNEL_RULES: tuple[_KernelRule, ...] = (_forbidden, _technique, _memory_bound, _sanitizer)
 
 
 def judge_memory_bound(bound: MemoryBound | None, cases: list[CaseResult]) -> MemoryBoundResult | None:
@@ -289,6 +353,60 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
     built = {m.name: artifacts[m.name] for m in members if m.name in artifacts}
     # What each base kernel's library shows: the reports say it in sentences (grader.report.evidence).
     libraries = {kernels[name].base: a.evidence.facts() for name, a in built.items() if a.evidence is not None}
+    shortfalls = _shortfalls(variant, kernels, built)
+    overwritten, words = _overwritten(members, variant) if variant.untouched is not None else ([], "")
+    judged = _VariantJudged(variant, folder, max_score, shortfalls.missing_evidence, shortfalls.missing_symbols,
+                            shortfalls.wrong_precision, overwritten, words)
+    messages, penalty = [], 0.0
+    for rule in VARIANT_RULES:  # each takes from what the ones before it left
+        cut = rule(judged, members)
+        if cut is None:
+            continue
+        if cut.all_of_it:
+            members = [_deducted(m, cut.reason, m.score) for m in members]
+        elif cut.points > 0:
+            members = _spread(members, cut.reason, cut.points)
+            penalty += cut.points
+        messages.append(cut.said)
+    peak: tuple[int, str] | None = None  # the most device memory one call took beyond its arguments, and its case
+    notes: list[str] = []  # said after the outcome, whatever it is
+    if variant.untouched is not None:
+        peak = max(((c.peak_extra_bytes, f"{m.name.split('/', 1)[-1]}/{c.name}") for m in members for c in m.cases
+                    if c.peak_extra_bytes is not None), default=None)
+        if peak is not None and target_of(assignment).needs_gpu:  # on the CPU the figure is the heap, not the device
+            kernel, case = peak[1].split("/", 1)
+            notes.append(f"{kernel}'s calls took at most {size_in_words(peak[0])} of device memory beyond their "
+                         f"arguments (case '{case}'; sampled while it ran)")
+    score = round(sum(m.score for m in members), 6)
+    status = Outcome.of(SubmissionStatus.GRADED, (m.status for m in members))
+    if status is Outcome.PASSED and score < max_score - 1e-9:
+        status = Outcome.FAILED
+    message = "; ".join((messages or [f"all {len(members)} kernels passed"]) + notes)
+    if not message.startswith(variant.name):
+        message = f"{variant.name}: {message}"
+    return members, VariantResult(score=score, status=status, message=message,
+                                  missing_evidence=shortfalls.missing_evidence,
+                                  missing_symbols=shortfalls.missing_symbols,
+                                  wrong_precision=shortfalls.wrong_precision,
+                                  evidence_unread=shortfalls.unread, evidence_kinds=list(variant.evidence),
+                                  libraries=libraries, penalty=round(penalty, 6),
+                                  untouched=variant.untouched.buffer if variant.untouched else None,
+                                  at_most_written=variant.untouched.at_most_written if variant.untouched else None,
+                                  overwritten=overwritten, peak_extra_bytes=peak[0] if peak else None,
+                                  peak_case=peak[1] if peak else None, **facts)
+
+
+@dataclass(frozen=True)
+class _Shortfalls:
+    """What the variant's must-change kernels' binaries lack of what it asks, per base kernel."""
+
+    missing_evidence: dict[str, list[str]]
+    unread: dict[str, str]  # why there is no evidence, where it could not be read
+    missing_symbols: dict[str, list[str]]
+    wrong_precision: dict[str, list[str]]
+
+
+def _shortfalls(variant: Variant, kernels: dict[str, Kernel], built: dict[str, Artifact]) -> _Shortfalls:
     missing_evidence: dict[str, list[str]] = {}
     unread: dict[str, str] = {}
     missing_symbols: dict[str, list[str]] = {}
@@ -314,77 +432,112 @@ def _score_variant(assignment: Assignment, variant: Variant, folder: VariantSour
         absent = [kind for kind in variant.evidence
                   if all(kind in missing_evidence.get(base, ()) for base in checked)]
         missing_evidence = {", ".join(checked): absent} if absent else {}
+    return _Shortfalls(missing_evidence, unread, missing_symbols, wrong_precision)
 
-    failed = [m for m in members if not _full_marks(m)]
-    messages = []
-    if failed and variant.partial_credit == "all_or_nothing":
-        if all(m.status is KernelStatus.NOT_RUN for m in failed):
-            messages.append(f"{variant.name}'s kernels were not run: {failed[0].message.removeprefix('not run: ')}")
-        else:
-            reason = f"{variant.name} is all or nothing: {'; '.join(_why_not_full(m, variant) for m in failed)}"
-            members = [_deducted(m, reason, m.score) for m in members]
-            messages.append(f"{reason}, so {variant.name} scores 0/{max_score:g}")
-    elif failed:
-        messages.append(f"{len(members) - len(failed)} of {len(members)} kernels have full marks: "
-                        f"{'; '.join(_why_not_full(m, variant) for m in failed)}")
-    if folder.lacks_required(variant) and sum(m.score for m in members) > 0:
+
+@dataclass(frozen=True)
+class _VariantJudged:
+    """What a variant's rules read: the variant, its folder and points, and what its kernels lack or did."""
+
+    variant: Variant
+    folder: VariantSources
+    max_score: float
+    missing_evidence: dict[str, list[str]]
+    missing_symbols: dict[str, list[str]]
+    wrong_precision: dict[str, list[str]]
+    overwritten: list[str]  # the cases that wrote more of its untouched scratch than it allows
+    overwritten_words: str  # the worst of them, in words
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """What one of a variant's rules says, and what it takes from the variant's kernels: `points`, spread over them
+    in proportion to their scores (the variant's penalty), or, `all_of_it`, every point they have."""
+
+    said: str  # in the variant's message
+    reason: str = ""  # in each kernel's deductions
+    points: float = 0.0
+    all_of_it: bool = False
+
+
+def _earned(members: list[KernelResult]) -> float:
+    return sum(m.score for m in members)
+
+
+def _share_cut(reason: str, share: float, judged: _VariantJudged, members: list[KernelResult]) -> _Cut:
+    """A cut of `share` of the variant's points, at most what its kernels have left."""
+    points = _points(_earned(members), judged.max_score * share)
+    return _Cut(f"{reason} (−{points:.3g})", reason, points)
+
+
+def _all_or_nothing(judged: _VariantJudged, members: list[KernelResult]) -> _Cut | None:
+    """A kernel short of full marks: said; in an all-or-nothing variant, it costs every point."""
+    variant = judged.variant
+    if not (failed := [m for m in members if not _full_marks(m)]):
+        return None
+    if variant.partial_credit != "all_or_nothing":
+        return _Cut(f"{len(members) - len(failed)} of {len(members)} kernels have full marks: "
+                    f"{'; '.join(_why_not_full(m, variant) for m in failed)}")
+    if all(m.status is KernelStatus.NOT_RUN for m in failed):
+        return _Cut(f"{variant.name}'s kernels were not run: {failed[0].message.removeprefix('not run: ')}")
+    reason = f"{variant.name} is all or nothing: {'; '.join(_why_not_full(m, variant) for m in failed)}"
+    return _Cut(f"{reason}, so {variant.name} scores 0/{judged.max_score:g}", reason, all_of_it=True)
+
+
+def _required_files(judged: _VariantJudged, members: list[KernelResult]) -> _Cut | None:
+    """A folder without the files the variant requires scores 0."""
+    variant = judged.variant
+    if not judged.folder.lacks_required(variant):
+        return None
+    if _earned(members) > 0:
         reason = (f"{variant.folder}/ holds no file matching {', '.join(variant.required_files)}, which "
                   f"{variant.name} must hold")
-        members = [_deducted(m, reason, m.score) for m in members]
-        messages.append(f"{reason}, so {variant.name} scores 0/{max_score:g}")
-    elif folder.lacks_required(variant):
-        messages.append(f"{variant.folder}/ holds no file matching {', '.join(variant.required_files)}")
-    penalty = 0.0
-    earned = sum(m.score for m in members)
-    if (missing_evidence or missing_symbols) and variant.evidence_penalty > 0 and earned > 0:
-        penalty = min(earned, max_score * variant.evidence_penalty)
-        missing = [f"no {EVIDENCE_WORDS[k]} in {base}" for base, kinds in missing_evidence.items() for k in kinds]
-        missing += [f"{base} calls nothing matching {', '.join(p)}" for base, p in missing_symbols.items()]
+        return _Cut(f"{reason}, so {variant.name} scores 0/{judged.max_score:g}", reason, all_of_it=True)
+    return _Cut(f"{variant.folder}/ holds no file matching {', '.join(variant.required_files)}")
+
+
+def _variant_technique(judged: _VariantJudged, members: list[KernelResult]) -> _Cut | None:
+    """Evidence or symbols the must-change kernels lack cost `evidence_penalty` of the variant's points."""
+    variant = judged.variant
+    if (judged.missing_evidence or judged.missing_symbols) and variant.evidence_penalty > 0 and _earned(members) > 0:
+        missing = [f"no {EVIDENCE_WORDS[k]} in {base}" for base, kinds in judged.missing_evidence.items()
+                   for k in kinds]
+        missing += [f"{base} calls nothing matching {', '.join(p)}" for base, p in judged.missing_symbols.items()]
         reason = f"{variant.name} must show its technique: {'; '.join(missing)}"
-        members = [_deducted(m, reason, penalty * m.score / earned) for m in members]
-        messages.append(f"{reason} (−{penalty:.3g})")
-    earned = sum(m.score for m in members)
-    if wrong_precision and variant.precision_penalty > 0 and earned > 0:
-        cost = min(earned, max_score * variant.precision_penalty)
-        uses = "; ".join(f"{base}'s binary shows {', '.join(found)}" for base, found in wrong_precision.items())
+        return _share_cut(reason, variant.evidence_penalty, judged, members)
+    return None
+
+
+def _precision(judged: _VariantJudged, members: list[KernelResult]) -> _Cut | None:
+    """Tensor cores of a precision the variant does not allow cost `precision_penalty` of its points."""
+    variant = judged.variant
+    if judged.wrong_precision and variant.precision_penalty > 0 and _earned(members) > 0:
+        uses = "; ".join(f"{base}'s binary shows {', '.join(found)}" for base, found in judged.wrong_precision.items())
         reason = f"{variant.name} must use {' or '.join(variant.tensor_core_precisions)} tensor cores: {uses}"
-        members = [_deducted(m, reason, cost * m.score / earned) for m in members]
-        messages.append(f"{reason} (−{cost:.3g})")
-        penalty += cost
-    overwritten: list[str] = []
-    peak: tuple[int, str] | None = None  # the most device memory one call took beyond its arguments, and its case
-    notes: list[str] = []  # said after the outcome, whatever it is
-    if variant.untouched is not None:
-        overwritten, words = _overwritten(members, variant)
-        earned = sum(m.score for m in members)
-        if overwritten and variant.untouched.penalty > 0 and earned > 0:
-            cost = min(earned, max_score * variant.untouched.penalty)
-            members = [_deducted(m, words, cost * m.score / earned) for m in members]
-            messages.append(f"{words} (−{cost:.3g})")
-            penalty += cost
-        elif overwritten:
-            messages.append(f"{words} (reported, not scored)")
-        peak = max(((c.peak_extra_bytes, f"{m.name.split('/', 1)[-1]}/{c.name}") for m in members for c in m.cases
-                    if c.peak_extra_bytes is not None), default=None)
-        if peak is not None and target_of(assignment).needs_gpu:  # on the CPU the figure is the heap, not the device
-            kernel, case = peak[1].split("/", 1)
-            notes.append(f"{kernel}'s calls took at most {size_in_words(peak[0])} of device memory beyond their "
-                         f"arguments (case '{case}'; sampled while it ran)")
-    score = round(sum(m.score for m in members), 6)
-    status = Outcome.of(SubmissionStatus.GRADED, (m.status for m in members))
-    if status is Outcome.PASSED and score < max_score - 1e-9:
-        status = Outcome.FAILED
-    message = "; ".join((messages or [f"all {len(members)} kernels passed"]) + notes)
-    if not message.startswith(variant.name):
-        message = f"{variant.name}: {message}"
-    return members, VariantResult(score=score, status=status, message=message, missing_evidence=missing_evidence,
-                                  missing_symbols=missing_symbols, wrong_precision=wrong_precision,
-                                  evidence_unread=unread, evidence_kinds=list(variant.evidence),
-                                  libraries=libraries, penalty=round(penalty, 6),
-                                  untouched=variant.untouched.buffer if variant.untouched else None,
-                                  at_most_written=variant.untouched.at_most_written if variant.untouched else None,
-                                  overwritten=overwritten, peak_extra_bytes=peak[0] if peak else None,
-                                  peak_case=peak[1] if peak else None, **facts)
+        return _share_cut(reason, variant.precision_penalty, judged, members)
+    return None
+
+
+def _untouched(judged: _VariantJudged, members: list[KernelResult]) -> _Cut | None:
+    """Scratch written that the variant must leave untouched costs the `untouched` penalty (0: said only)."""
+    if not judged.overwritten:
+        return None
+    penalty = judged.variant.untouched.penalty  # type: ignore[union-attr]
+    if penalty > 0 and _earned(members) > 0:
+        return _share_cut(judged.overwritten_words, penalty, judged, members)
+    return _Cut(f"{judged.overwritten_words} (reported, not scored)")
+
+
+_VariantRule = Callable[[_VariantJudged, list[KernelResult]], _Cut | None]
+# A variant's rules, in the order they take from its kernels' scores (and are said).
+VARIANT_RULES: tuple[_VariantRule, ...] = (_all_or_nothing, _required_files, _variant_technique, _precision,
+                                           _untouched)
+
+
+def _spread(members: list[KernelResult], reason: str, points: float) -> list[KernelResult]:
+    """The kernels less `points` for `reason`, in proportion to their scores (none where they have none)."""
+    earned = _earned(members)
+    return [_deducted(m, reason, points * m.score / earned) for m in members] if earned > 0 else members
 
 
 def _overwritten(members: list[KernelResult], variant: Variant) -> tuple[list[str], str]:
@@ -425,10 +578,7 @@ def apply_credit_rules(assignment: Assignment, results: list[KernelResult], vari
     def take(variant: str, reason: str, points: float) -> None:
         """Deduct `points` from the variant's kernels, in proportion to their scores."""
         members = [rescored[r.name] for r in by_variant.get(variant, [])]
-        earned = sum(m.score for m in members)
-        for m in members:
-            if earned > 0:
-                rescored[m.name] = _deducted(m, reason, points * m.score / earned)
+        rescored.update((m.name, m) for m in _spread(members, reason, points))
         notes.setdefault(variant, []).append(f"{reason} (−{points:.3g})" if points > 0 else reason)
 
     group, group_result = assignment.additional, None

@@ -295,8 +295,8 @@ def test_a_compiler_a_bound_stopped_is_a_compile_error_that_names_the_bound(tmp_
     import grader.build as build
     from grader.sandbox import sandbox_named
 
-    monkeypatch.setattr(build, "COMPILE_LIMITS", dataclasses.replace(build.COMPILE_LIMITS, memory_bytes=256 << 20,
-                                                                     rlimit_data=False))
+    monkeypatch.setattr(build, "COMPILE_LIMITS", dataclasses.replace(build.COMPILE_LIMITS,
+                                                                     memory_limit_bytes=256 << 20, rlimit_data=False))
     flash, root = _flash_submission(tmp_path)
     (root / "src" / "flash_attention.cpp").write_text('#include "/dev/zero"\n')
     artifact = build_submission(flash, root, tmp_path / "cache", (flash.kernel("flash_attention"),),

@@ -18,7 +18,7 @@ from rich.console import Console
 from grader.batch.progress import LONG_RUN_S, STUCK_S, Tally, eta_seconds
 from grader.cli import main
 from grader.dispatch import local
-from grader.runner.limits import kernels_budget
+from grader.runner.limits import submission_budget
 from grader.batch.roster import read_roster
 from grader.samples import compose
 from grader.spec import PROJECT_ROOT, load_assignment
@@ -177,7 +177,7 @@ def test_the_local_executor_says_which_submissions_are_running(tmp_path: Path, m
     monkeypatch.setattr(local, "execute_stage", execute)
     executor.grade([Job(0, "ada", compose(flash, None, tmp_path / "ada"))], flash,
                    Options(cache_dir=tmp_path / "cache"), lambda job, result: None)
-    budget = kernels_budget(flash, flash.kernels)  # the runner's deadline for the run
+    budget = submission_budget(flash, flash.kernels)  # the runner's deadline for the run
     assert [[(student, limit) for student, _, limit in now] for now in seen] == [[("ada", budget)]]
     assert executor.running() == []
 

@@ -126,7 +126,7 @@ def test_memory_limit_kills_and_says_so(backend: str, tmp_path: Path) -> None:
     writable = tmp_path / "w"
     writable.mkdir()
     process = sandbox.start([sys.executable, "-c", hog], cwd=writable, mounts=Mounts(writable=writable),
-                            limits=Limits(memory_bytes=256 << 20), stdout=tmp_path / "o", stderr=tmp_path / "e",
+                            limits=Limits(memory_limit_bytes=256 << 20), stdout=tmp_path / "o", stderr=tmp_path / "e",
                             env={"PATH": "/usr/bin:/bin"})
     try:
         code = process.wait(60)

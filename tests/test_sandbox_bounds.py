@@ -111,7 +111,7 @@ def test_a_forked_tree_is_bounded_by_its_sum(launcher: str, no_cgroups: None, tm
     """Four processes of 320 MiB each: none alone over 1 GiB (nor its RLIMIT_DATA), together they are."""
     hog = ("import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n        break\n"
            "block = bytearray(320 << 20)\nprint('holding', flush=True)\ntime.sleep(30)")
-    code, hit, output, seconds = run(NamespaceSandbox(), hog, tmp_path, Limits(memory_bytes=1 << 30))
+    code, hit, output, seconds = run(NamespaceSandbox(), hog, tmp_path, Limits(memory_limit_bytes=1 << 30))
     assert hit == "exceeded the memory limit (1 GiB)", output
     assert code == -9
 
@@ -122,7 +122,7 @@ def test_pages_shared_after_a_fork_count_once(launcher: str, no_cgroups: None, t
               "    pid = os.fork()\n    if pid == 0:\n        time.sleep(1.5)\n        os._exit(0)\n"
               "    children.append(pid)\n"
               "for pid in children:\n    os.waitpid(pid, 0)\nprint('all done', flush=True)")
-    code, hit, output, _ = run(NamespaceSandbox(), shared, tmp_path, Limits(memory_bytes=1 << 30))
+    code, hit, output, _ = run(NamespaceSandbox(), shared, tmp_path, Limits(memory_limit_bytes=1 << 30))
     assert (code, hit) == (0, None), output
     assert "all done" in output
 
@@ -131,14 +131,14 @@ def test_memory_in_a_memfd_counts(launcher: str, no_cgroups: None, tmp_path: Pat
     """768 MiB written into an unmapped memfd: in no process's RSS nor RLIMIT_DATA; the watchdog reads the fd."""
     hog = ("import os, time\nfd = os.memfd_create('hoard')\nchunk = b'x' * (16 << 20)\n"
            "for _ in range(48):\n    os.write(fd, chunk)\nprint('written', flush=True)\ntime.sleep(30)")
-    code, hit, output, seconds = run(NamespaceSandbox(), hog, tmp_path, Limits(memory_bytes=512 << 20))
+    code, hit, output, seconds = run(NamespaceSandbox(), hog, tmp_path, Limits(memory_limit_bytes=512 << 20))
     assert hit == "exceeded the memory limit (512 MiB)", output
 
 
 def test_rlimit_data_is_applied_by_default_and_recorded(no_cgroups: None, tmp_path: Path) -> None:
     """The record says what the child really has: RLIMIT_DATA for CPU and CUDA targets, unless turned off."""
     probe = "import resource; print('data', resource.getrlimit(resource.RLIMIT_DATA)[0], flush=True)"
-    limits = Limits(memory_bytes=1 << 30)
+    limits = Limits(memory_limit_bytes=1 << 30)
     for gpu, option, expected in ((False, True, data_limit(limits)), (True, True, data_limit(limits)),
                                   (True, False, resource.RLIM_INFINITY), (False, False, resource.RLIM_INFINITY)):
         sandbox = sandbox_named("process")
@@ -156,7 +156,7 @@ def test_rlimit_data_is_applied_by_default_and_recorded(no_cgroups: None, tmp_pa
 
 def test_the_record_is_what_the_last_start_applied(launcher: str, no_cgroups: None, tmp_path: Path) -> None:
     sandbox = NamespaceSandbox()
-    limits = Limits(memory_bytes=1 << 30, processes=64, tmp_bytes=64 << 20, tmp_inodes=500, output_files=300)
+    limits = Limits(memory_limit_bytes=1 << 30, processes=64, tmp_bytes=64 << 20, tmp_inodes=500, output_files=300)
     probe = "import os; os.system('df -k /tmp /dev/shm')"
     process = start(sandbox, probe, tmp_path, limits)
     try:
@@ -183,7 +183,7 @@ def test_the_record_names_the_cgroup_where_there_is_one(tmp_path: Path) -> None:
         pytest.skip("no writable cgroups here")
     probe.remove()
     sandbox = NamespaceSandbox()
-    process = start(sandbox, "pass", tmp_path, Limits(memory_bytes=1 << 30, processes=64))
+    process = start(sandbox, "pass", tmp_path, Limits(memory_limit_bytes=1 << 30, processes=64))
     try:
         process.wait(20)
     finally:
@@ -198,7 +198,8 @@ def test_docker_records_the_limits_it_passed(tmp_path: Path, docker_ready: None)
     writable = tmp_path / "w"
     writable.mkdir()
     process = sandbox.start(["python3", "-c", "import os; os.system('df -k /tmp /dev/shm')"], cwd=writable,
-                            mounts=Mounts(writable=writable), limits=Limits(memory_bytes=768 << 20, tmp_bytes=64 << 20),
+                            mounts=Mounts(writable=writable),
+                            limits=Limits(memory_limit_bytes=768 << 20, tmp_bytes=64 << 20),
                             stdout=tmp_path / "o", stderr=tmp_path / "e", env={})
     try:
         assert process.wait(60) == 0

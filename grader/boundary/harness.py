@@ -256,7 +256,8 @@ def _memory_kept_within(plan: Plan, device: Device, progress: Progress, index: i
     limit = plan.device_memory_limit
     if limit and (held := device.held_bytes()) is not None and held > limit:
         # Memory the code allocated and kept: the next case (or the real program) would run out.
-        progress.emit(Event.END, index, **Ended(EndStatus.DEVICE_MEMORY, held_bytes=held, limit_bytes=limit).fields())
+        ended = Ended(EndStatus.DEVICE_MEMORY, held_bytes=held, device_memory_limit=limit)
+        progress.emit(Event.END, index, **ended.fields())
         return False
     return True
 

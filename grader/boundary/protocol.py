@@ -440,7 +440,7 @@ class Ended:
     out_of_bounds: tuple[str, ...] = ()  # writes into a buffer's margins, in words
     message: str = ""  # device_error: the error, in the runtime's words; exception: what was raised, and where
     held_bytes: float | None = None  # device_memory: what it kept, and the limit
-    limit_bytes: float | None = None
+    device_memory_limit: float | None = None
     written: tuple[Written, ...] = ()  # the scratch buffers planned with count_written: how much of each it wrote
     # Those calls' device memory: the most the call took beyond what was in use when it began (sampled; None: not read).
     peak_extra_bytes: float | None = None
@@ -460,7 +460,8 @@ class Ended:
             return None
         return cls(status, number(event.get("wall_ms")), number(event.get("device_ms")),
                    strings(event.get("inputs_modified")), strings(event.get("out_of_bounds")), message_of(event),
-                   number(event.get("held_bytes")), number(event.get("limit_bytes")), _written(event.get("written")),
+                   number(event.get("held_bytes")), number(event.get("device_memory_limit")),
+                   _written(event.get("written")),
                    number(event.get("peak_extra_bytes")), _forbidden(event.get("forbidden")),
                    _launched(event.get("launched")))
 

@@ -45,7 +45,7 @@ from grader.gate import Gate
 from grader.options import Options
 from grader.pipeline import Built, Ran, StageTimes, build_stage, execute_stage, not_graded, prepare_gold, score_stage
 from grader.results import Result, Retry, Submission
-from grader.runner.limits import kernels_budget
+from grader.runner.limits import submission_budget
 from grader.runner.slots import HARNESSES_ENV, usable_cores
 from grader.spec import Assignment
 from grader.status import CallStatus, SubmissionStatus
@@ -291,7 +291,7 @@ class RunSlot:
         # Alone, its kernels also run one at a time: a kernel that takes the whole GPU (all its memory) then
         # hurts no kernel of its own submission either, and the run says whose fault it is.
         options = dataclasses.replace(run.options, harnesses=1) if alone else run.options
-        with run.executor._on_slot(job.student, kernels_budget(run.assignment, built.kernels)):
+        with run.executor._on_slot(job.student, submission_budget(run.assignment, built.kernels)):
             try:
                 self.pool = self.pool or _run_pool(self.device)
                 # Shared with the other slots; a timing job (`grader time`) holds it alone.

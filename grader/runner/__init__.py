@@ -30,7 +30,7 @@ from grader.boundary.protocol import Event, Ready, kind_of, message_of
 from grader.errors import MachineError
 from grader.gate import Gate
 from grader.runner.events import CallOutcome, record, skip_rest
-from grader.runner.limits import Budget, limits_for, submission_budget, submission_time_limit
+from grader.runner.limits import Budget, limits_for, submission_budget
 from grader.runner.kernel_cache import KernelCache, kernel_cache_for
 from grader.runner.plan import Call, plan_for
 from grader.runner.slots import harnesses_for
@@ -41,7 +41,7 @@ from grader.status import CallStatus
 from grader.targets import Target, target_of
 
 __all__ = ["Call", "CallOutcome", "CaseWatcher", "FollowUp", "RunReport", "harnesses_for", "limits_for",
-           "run_calls", "submission_budget", "submission_time_limit"]
+           "run_calls", "submission_budget"]
 
 # A harness run chained after a kernel's own (the sanitizer's): given the run's slots, it returns its result.
 FollowUp = Callable[[Gate], Any]
@@ -104,7 +104,7 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_
     is run again alone before it counts (`grader.gate`).
 
     `time_limit_s` bounds the whole run, follow-ups included (default: the spec's, else
-    `submission_time_limit`); `wrapper` prefixes the harness's command, and `sanitizer` says that
+    `submission_budget`); `wrapper` prefixes the harness's command, and `sanitizer` says that
     it is compute-sanitizer (the harness then leaves out its margins and memory pool). `then`
     gives each kernel's follow-ups once its harnesses ended: they take a slot as the kernels'
     harnesses do, after those still waiting, and their results are `RunReport.after`. `slots`:
@@ -117,7 +117,7 @@ def run_calls(assignment: Assignment, calls: list[Call], sandbox: Sandbox, time_
     """
     started = time.perf_counter()
     _compiled()
-    budget = time_limit_s or submission_budget(assignment, calls)
+    budget = time_limit_s or submission_budget(assignment, (c.kernel for c in calls))
     groups = _by_kernel(calls)
     own = slots is None
     slots = slots or Gate(parallel)

@@ -102,7 +102,7 @@ def _record(ended: HarnessExit, timed_out_index: int | None, calls: list[Call], 
                                               forbidden=end.forbidden, launched=end.launched)
                 continue
             if end.status == EndStatus.DEVICE_MEMORY:
-                held, limit = end.held_bytes or 0, end.limit_bytes or 0
+                held, limit = end.held_bytes or 0, end.device_memory_limit or 0
                 message = (f"kept {size_in_words(held)} of device memory allocated after returning (the limit is "
                            f"{size_in_words(limit)}); free what you cudaMalloc")
             elif end.status == EndStatus.EXCEPTION:  # the kernel's code raised: what, and where in its own files

@@ -6,13 +6,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from grader.sandbox import Limits
 from grader.spec import Assignment, Kernel
-
-if TYPE_CHECKING:
-    from grader.runner.plan import Call
 
 # Device memory a call may keep allocated after it returns (a scratch buffer it never frees is fine;
 # holding the card is not): the spec's `device_memory_limit_mb`, else this.
@@ -52,30 +49,22 @@ def call_timeout_words(kernel: Kernel) -> str:
     return f"did not finish within {kernel.time_limit_s:g} s"
 
 
-def submission_time_limit(kernels: Iterable[Kernel]) -> float:
-    """No submission needs longer than the sum of its kernels' budgets (and a little for the grader itself)."""
-    return sum({k.name: k.budget_s for k in kernels}.values()) + SUBMISSION_SLACK_S
+def submission_budget(assignment: Assignment, kernels: Iterable[Kernel]) -> float:
+    """Seconds for a submission's whole run stage of `kernels`, sanitizer included: the spec's
+    `submission_time_limit_s`, else the sum of their budgets and a little for the grader itself.
 
-
-def kernels_budget(assignment: Assignment, kernels: Iterable[Kernel]) -> float:
-    """Seconds for a submission's whole run stage of `kernels`, sanitizer included: the spec's, else their budgets.
-
-    The one rule: the runner's deadline (`submission_budget`) and what a batch says of a run's time limit.
+    The one rule: the runner's deadline and what a batch says of a run's time limit.
     """
-    return assignment.submission_time_limit_s or submission_time_limit(kernels)
-
-
-def submission_budget(assignment: Assignment, calls: list[Call]) -> float:
-    """Seconds for the run stage of `calls`: `kernels_budget` of their kernels."""
-    return kernels_budget(assignment, (c.kernel for c in calls))
+    return assignment.submission_time_limit_s or (sum({k.name: k.budget_s for k in kernels}.values())
+                                                   + SUBMISSION_SLACK_S)
 
 
 def limits_for(assignment: Assignment) -> Limits:
     """The sandbox's limits for an assignment: its assignment.toml's memory and process limits, else the defaults."""
     defaults = Limits()
-    return dataclasses.replace(
-        defaults, memory_bytes=(assignment.memory_limit_mb << 20) if assignment.memory_limit_mb else defaults.memory_bytes,
-        processes=assignment.process_limit or defaults.processes)
+    memory = (assignment.memory_limit_mb << 20) if assignment.memory_limit_mb else defaults.memory_limit_bytes
+    return dataclasses.replace(defaults, memory_limit_bytes=memory,
+                               processes=assignment.process_limit or defaults.processes)
 
 
 def device_memory_limit(assignment: Assignment) -> int:

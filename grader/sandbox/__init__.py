@@ -29,7 +29,7 @@ HARNESS_PACKAGE = Path(__file__).resolve().parent.parent  # the grader package (
 class Limits:
     """Resource limits for one harness process tree."""
 
-    memory_bytes: int | None = 8 << 30  # host memory: by cgroup, else by the RSS watchdog (+ RLIMIT_DATA)
+    memory_limit_bytes: int | None = 8 << 30  # host memory: by cgroup, else by the RSS watchdog (+ RLIMIT_DATA)
     processes: int | None = 512  # processes and threads: CUDA and OpenBLAS start a few per core
     open_files: int = 1024
     file_size_bytes: int = 1 << 30  # no single file larger than this
@@ -73,9 +73,9 @@ class LimitHit:
 
     # Each limit in words once, whichever backend or watchdog found it reached.
     @classmethod
-    def memory(cls, limit_bytes: int | None) -> LimitHit:
+    def memory(cls, memory_limit_bytes: int | None) -> LimitHit:
         """The memory limit reached: "exceeded the memory limit (1 GiB)"."""
-        return cls("memory", f"exceeded the memory limit ({size_in_words(limit_bytes or 0)})")
+        return cls("memory", f"exceeded the memory limit ({size_in_words(memory_limit_bytes or 0)})")
 
     @classmethod
     def processes(cls, limit: int | None) -> LimitHit:

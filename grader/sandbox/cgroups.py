@@ -53,11 +53,11 @@ class Cgroup:
             try:
                 for folder in folders:
                     folder.mkdir(parents=True)
-                if limits.memory_bytes:
-                    (folders[0] / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
+                if limits.memory_limit_bytes:
+                    (folders[0] / "memory.limit_in_bytes").write_text(str(limits.memory_limit_bytes))
                     swap = folders[0] / "memory.memsw.limit_in_bytes"
                     if swap.exists():
-                        swap.write_text(str(limits.memory_bytes))
+                        swap.write_text(str(limits.memory_limit_bytes))
                 if limits.processes:
                     (folders[1] / "pids.max").write_text(str(limits.processes))
             except OSError:
@@ -68,8 +68,8 @@ class Cgroup:
             folder = ROOT / _own_path("") / name
             try:
                 folder.mkdir(parents=True)
-                if limits.memory_bytes:
-                    (folder / "memory.max").write_text(str(limits.memory_bytes))
+                if limits.memory_limit_bytes:
+                    (folder / "memory.max").write_text(str(limits.memory_limit_bytes))
                     (folder / "memory.swap.max").write_text("0")
                 if limits.processes:
                     (folder / "pids.max").write_text(str(limits.processes))
@@ -143,11 +143,11 @@ class Cgroup:
 
     def enforced(self) -> list[str]:
         """The memory limit it holds, in words (the process limit's words are the backend's: it adds more)."""
-        if not self.limits.memory_bytes:
+        if not self.limits.memory_limit_bytes:
             return []
         swap_bounded = self.version == 2 or (self.folders[0] / "memory.memsw.limit_in_bytes").exists()
         swap = ", swap off" if swap_bounded else ""
-        return [f"memory {in_mib(self.limits.memory_bytes)} (cgroup v{self.version}{swap})"]
+        return [f"memory {in_mib(self.limits.memory_limit_bytes)} (cgroup v{self.version}{swap})"]
 
 
 def pids_cgroup_of(pid: int) -> Path | None:

@@ -102,7 +102,7 @@ class DockerProcess(WatchedProcess):
 
     def _bound_hit(self) -> LimitHit | None:
         if self._state.get("OOMKilled"):
-            return LimitHit.memory(self._limits.memory_bytes)
+            return LimitHit.memory(self._limits.memory_limit_bytes)
         return None
 
     def kill(self) -> None:
@@ -165,7 +165,7 @@ class DockerSandbox:
                 environment=environment, network_mode="none", read_only=True,
                 tmpfs={"/tmp": tmpfs, "/dev/shm": tmpfs}, init=True, cap_drop=["ALL"],
                 security_opt=["no-new-privileges"], pids_limit=limits.processes or -1,
-                mem_limit=limits.memory_bytes or 0, memswap_limit=limits.memory_bytes or -1,
+                mem_limit=limits.memory_limit_bytes or 0, memswap_limit=limits.memory_limit_bytes or -1,
                 nano_cpus=int(limits.cpus * 1e9) if limits.cpus else 0, ulimits=ulimits, volumes=volumes,
                 device_requests=requests, log_config=docker.types.LogConfig(type="none"),
                 labels={"kernel-grader": "sandbox"}, stdin_open=False, tty=False, detach=True,
@@ -199,7 +199,7 @@ class DockerSandbox:
                    f"{limits.tmp_inodes} inodes each",
                    "read-only mounts of inputs and library; one writable output folder",
                    f"runs as nobody ({NOBODY}), all capabilities dropped, no-new-privileges", "init process"]
-        applied.append(f"memory {in_mib(limits.memory_bytes)} (cgroup), swap off" if limits.memory_bytes
+        applied.append(f"memory {in_mib(limits.memory_limit_bytes)} (cgroup), swap off" if limits.memory_limit_bytes
                        else "memory: no limit")
         ended = "; the run is ended at the limit" if watch is not None and watch.pids_cgroup is not None else ""
         applied.append(f"processes/threads {limits.processes} (the container's pids limit{ended})" if limits.processes

@@ -46,7 +46,7 @@ class LimitPlan:
 
 def data_limit(limits: Limits) -> int:
     """RLIMIT_DATA for a memory limit: above it by a margin (see DATA_HEADROOM)."""
-    memory = limits.memory_bytes or 0
+    memory = limits.memory_limit_bytes or 0
     return memory + max(DATA_HEADROOM, memory // 4)
 
 
@@ -81,13 +81,13 @@ def plan_limits(limits: Limits, cgroup: Cgroup | None, writable: Path | None, wa
     bounds: dict[str, int | Path | None] = {}
     if cgroup is not None:
         applied += cgroup.enforced()
-    elif limits.memory_bytes:
-        bounds["memory_bytes"] = limits.memory_bytes
+    elif limits.memory_limit_bytes:
+        bounds["memory_limit_bytes"] = limits.memory_limit_bytes
         how = f"RSS watchdog every {limits.watch_interval_s * 1000:.0f} ms"
         if limits.rlimit_data:
             rlimits.append((resource.RLIMIT_DATA, data_limit(limits)))
             how += f" + RLIMIT_DATA {in_mib(data_limit(limits))}"
-        applied.append(f"memory {in_mib(limits.memory_bytes)} ({how}; no cgroup)")
+        applied.append(f"memory {in_mib(limits.memory_limit_bytes)} ({how}; no cgroup)")
     else:
         applied.append("memory: no limit")
     if limits.processes:
@@ -201,7 +201,7 @@ class HostProcess(WatchedProcess):
         if self._cgroup is None:
             return None
         if self._cgroup.memory_exhausted():
-            return LimitHit.memory(self._cgroup.limits.memory_bytes)
+            return LimitHit.memory(self._cgroup.limits.memory_limit_bytes)
         if self._cgroup.processes_exhausted():
             # A fork or thread creation failed at pids.max: the code may go on (and spin until its time limit).
             return LimitHit.processes(self._cgroup.limits.processes)

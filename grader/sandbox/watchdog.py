@@ -42,7 +42,7 @@ KILL_ROUNDS = 100  # a fork bomb forks while it is killed: kill what is left unt
 class Watch:
     """What one run's watchdog bounds; None: not watched."""
 
-    memory_bytes: int | None = None  # resident anonymous + shared memory of the tree, and memfds it holds
+    memory_limit_bytes: int | None = None  # resident anonymous + shared memory of the tree, and memfds it holds
     # The process/thread cap: the run is stopped past it, or at it on two walks in a row (a kernel's cap,
     # RLIMIT_NPROC or pids.max, makes a fork fail there, and a fork bomb then spins until its time limit).
     tasks: int | None = None
@@ -212,7 +212,7 @@ class Watchdog:
         self._hidden_memory, self._hidden_output = sum(memfds.values()), sum(deleted.values())
 
     def _check_memory(self) -> LimitHit | None:
-        limit = self.watch.memory_bytes
+        limit = self.watch.memory_limit_bytes
         if not limit:
             return None
         charged, peak, counted = self._hidden_memory, 0, 0

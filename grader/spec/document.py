@@ -64,6 +64,31 @@ class Reader:
             raise SpecError(f"{self.at(key)}: key '{key}' must be a list of strings, found {value!r}")
         return tuple(value)
 
+    def among(self, key: str, known: tuple[str, ...], noun: str, note: str = "") -> tuple[str, ...]:
+        """A list of names, each one of `known` (absent: none): "key 'evidence': unknown evidence ['tiling']";
+        `note` follows the names expected."""
+        values = self.strings(key, ())
+        if unknown := [v for v in values if v not in known]:
+            raise SpecError(f"{self.at(key)}: key '{key}': unknown {noun} {unknown}; expected some of "
+                            f"{', '.join(known)}{note}")
+        return values
+
+    def share(self, key: str, default: Any = ..., of: str = "") -> float:
+        """A share between 0 and 1 (a penalty: `of` says of what, "the kernel's weight")."""
+        value = self.get(key, float, default)
+        if not 0 <= value <= 1:
+            raise SpecError(f"{self.at(key)}: key '{key}' is a share{f' of {of}' if of else ''} between 0 and 1, "
+                            f"found {value}")
+        return value
+
+    def at_least(self, key: str, least: float, default: Any = ..., unit: str = "") -> Any:
+        """A number of at least `least` (absent: `default`, which may be None); `unit` follows the bound in the
+        error: " (times the small case's peak)"."""
+        value = self.get(key, float, default)
+        if value is not None and value < least:
+            raise SpecError(f"{self.at(key)}: key '{key}' must be >= {least:g}{unit}, found {value}")
+        return value
+
 
 @dataclass(frozen=True)
 class Document:

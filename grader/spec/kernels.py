@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader.errors import SpecError
-from grader.spec.document import Reader
-from grader.spec.document import table_reader
+from grader.spec.document import Reader, table_reader
 from grader.spec.model import EVIDENCE, INITS, Buffer, Case, Kernel, MemoryBound, Tolerance
 from grader.spec.shapes import evaluate
 from grader.spec.signature import parse_signature
@@ -76,14 +75,8 @@ def load_kernel(table: dict[str, Any], where: str, defaults: dict[str, Any]) -> 
     weight = read.get("weight", float)
     if weight < 0:
         raise SpecError(f"{where}: weight must be >= 0, found {weight}")
-    evidence = read.strings("evidence", ())
-    if unknown_evidence := [e for e in evidence if e not in EVIDENCE]:
-        raise SpecError(f"{where}: key 'evidence': unknown evidence {unknown_evidence}; expected some of "
-                        f"{', '.join(EVIDENCE)}")
-    evidence_penalty = read.get("evidence_penalty", float, 0.0)
-    if not 0 <= evidence_penalty <= 1:
-        raise SpecError(f"{where}: key 'evidence_penalty' is a share of the kernel's weight between 0 and 1, "
-                        f"found {evidence_penalty}")
+    evidence = read.among("evidence", EVIDENCE, "evidence")
+    evidence_penalty = read.share("evidence_penalty", 0.0, of="the kernel's weight")
     functions = read.strings("functions", ())
     if functions and signature.function not in functions:
         raise SpecError(f"{where}: key 'functions' must list the signature's name {signature.function!r} among the "
@@ -177,14 +170,10 @@ def load_memory_bound(table: Any, cases: list[Case], where: str) -> MemoryBound 
     max_extra_mb = read.get("max_extra_mb", float, None)
     if max_extra_mb is not None and max_extra_mb <= 0:
         raise SpecError(f"{where}: key 'max_extra_mb' must be > 0 (MiB), found {max_extra_mb}")
-    max_growth = read.get("max_growth", float, None)
-    if max_growth is not None and max_growth < 1:
-        raise SpecError(f"{where}: key 'max_growth' must be >= 1 (times the small case's peak), found {max_growth}")
+    max_growth = read.at_least("max_growth", 1, None, unit=" (times the small case's peak)")
     if all(growth) and table["small"] == table["large"]:
         raise SpecError(f"{where}: 'small' and 'large' name the same case {table['small']!r}")
-    penalty = read.get("penalty", float, 1.0)
-    if not 0 <= penalty <= 1:
-        raise SpecError(f"{where}: key 'penalty' is a share of the kernel's weight between 0 and 1, found {penalty}")
+    penalty = read.share("penalty", 1.0, of="the kernel's weight")
     sizes = read.strings("sizes", ())
     measured = [c for c in cases if c.name in (table.get("case"), table.get("small"), table.get("large"))]
     if missing := [s for s in sizes if any(s not in c.params for c in measured)]:

@@ -56,9 +56,7 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
                    else _source_folders(kernels))
     checks, variant_only_checks = _load_checks(document.checks, kernels)
     variants = load_variants(document.variants, source_dirs, kernels, tuple(c.name for c in checks))
-    base_weight = top.get("base_weight", float, None)
-    if base_weight is not None and base_weight < 0:
-        raise SpecError(f"{top.at('base_weight')}: key 'base_weight' must be >= 0, found {base_weight}")
+    base_weight = top.at_least("base_weight", 0, None)
     kernels_of_result = expanded(kernels, variants, base_weight, checks, variant_only_checks)
     assignment = Assignment(
         name=top.get("name", str),

@@ -22,6 +22,7 @@ VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "
                 "ncu_metrics", "untouched")
 ADDITIONAL_KEYS = ("variants", "minimum", "extra_credit_cap", "exclusive", "title")
 UNTOUCHED_KEYS = ("buffer", "at_most_written", "penalty", "meaning")
+VARIANT_TABLE = "a table with name, folder, weight, must_change, ..."
 
 
 def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
@@ -43,15 +44,12 @@ def load_variants(tables: list[tuple[Any, str]], source_dirs: tuple[str, ...],
 def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels: tuple[Kernel, ...],
                   checks: tuple[str, ...]) -> Variant:
     if not isinstance(table, dict):
-        raise SpecError(f"{where}: expected a table with name, folder, weight, must_change, ...")
+        raise SpecError(f"{where}: expected {VARIANT_TABLE}")
     name = Reader(table, where).get("name", str)
     where = f"{where.rsplit(' ', 1)[0]} variant '{name}'"
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise SpecError(f"{where}: key 'name' must be a plain name (letters, digits, '_', '.', '-'), found {name!r}")
-    unknown = set(table) - set(VARIANT_KEYS)
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {', '.join(VARIANT_KEYS)}")
-    read = Reader(table, where)
+    read = table_reader(table, where, VARIANT_KEYS, VARIANT_TABLE)
     folder = _folder(read, "folder", ...)
     if "onto" not in table and not source_dirs:
         raise SpecError(f"{where}: key 'onto' is needed: the assignment has no source_dirs for '{folder}' "
@@ -59,9 +57,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
     onto = _folder(read, "onto", source_dirs[0] if source_dirs else ...)
     if folder == onto or Path(onto) in Path(folder).parents or Path(folder) in Path(onto).parents:
         raise SpecError(f"{where}: key 'folder' ({folder!r}) must be a folder beside '{onto}', not it or inside it")
-    weight = read.get("weight", float)
-    if weight < 0:
-        raise SpecError(f"{where}: key 'weight' must be >= 0, found {weight}")
+    weight = read.at_least("weight", 0)
     must_change = read.strings("must_change", ())
     for path in must_change:
         parts = Path(path).parts
@@ -69,23 +65,12 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
                 or len(parts) <= len(Path(onto).parts):
             raise SpecError(f"{where}: key 'must_change' names {path!r}, which is not a file under '{onto}/' "
                             "(the folder the variant is laid over)")
-    evidence = read.strings("evidence", ())
-    if unknown_evidence := [e for e in evidence if e not in EVIDENCE or e == "shared_memory_per_tile"]:
-        raise SpecError(f"{where}: key 'evidence': unknown evidence {unknown_evidence}; expected some of "
-                        f"{', '.join(e for e in EVIDENCE if e != 'shared_memory_per_tile')} (shared_memory_per_tile "
-                        "reads a kernel's cases: a kernel's key)")
-    penalty = read.get("evidence_penalty", float, 0.0)
-    if not 0 <= penalty <= 1:
-        raise SpecError(f"{where}: key 'evidence_penalty' is a share of the variant's weight between 0 and 1, "
-                        f"found {penalty}")
-    precisions = read.strings("tensor_core_precisions", ())
-    if unknown_precisions := [p for p in precisions if p not in TENSOR_CORE_PRECISIONS]:
-        raise SpecError(f"{where}: key 'tensor_core_precisions': unknown precision {unknown_precisions}; expected "
-                        f"some of {', '.join(TENSOR_CORE_PRECISIONS)}")
-    precision_penalty = read.get("precision_penalty", float, 1.0)
-    if not 0 <= precision_penalty <= 1:
-        raise SpecError(f"{where}: key 'precision_penalty' is a share of the variant's weight between 0 and 1, "
-                        f"found {precision_penalty}")
+    # shared_memory_per_tile reads a kernel's cases: a variant has none of its own.
+    evidence = read.among("evidence", tuple(e for e in EVIDENCE if e != "shared_memory_per_tile"), "evidence",
+                          " (shared_memory_per_tile reads a kernel's cases: a kernel's key)")
+    penalty = read.share("evidence_penalty", 0.0, of="the variant's weight")
+    precisions = read.among("tensor_core_precisions", TENSOR_CORE_PRECISIONS, "precision")
+    precision_penalty = read.share("precision_penalty", 1.0, of="the variant's weight")
     required_files = read.strings("required_files", ())
     for pattern in required_files:
         if Path(pattern).is_absolute() or ".." in Path(pattern).parts or not pattern.startswith(f"{folder}/"):
@@ -98,10 +83,7 @@ def _load_variant(table: Any, where: str, source_dirs: tuple[str, ...], kernels:
         except re.error as error:
             raise SpecError(f"{where}: key 'source_patterns' {label!r}: expected a regular expression, found "
                             f"{pattern!r} ({error})") from None
-    ncu_metrics = read.strings("ncu_metrics", ())
-    if unknown_metrics := [m for m in ncu_metrics if m not in NCU_METRICS]:
-        raise SpecError(f"{where}: key 'ncu_metrics': unknown metric {unknown_metrics}; expected some of "
-                        f"{', '.join(NCU_METRICS)}")
+    ncu_metrics = read.among("ncu_metrics", NCU_METRICS, "metric")
     tolerances = {}
     names = [k.name for k in kernels]
     for kernel, tolerance in read.get("tolerances", dict, {}).items():
@@ -197,11 +179,7 @@ def _untouched(table: Any, where: str, kernels: tuple[Kernel, ...]) -> Untouched
                           if b.name == buffer and b.init == "leftover"):
         raise SpecError(f"{where}: buffer {buffer!r} starts as leftover garbage in {', '.join(leftover)}: its writes "
                         "can be counted only where it starts as zeros or poison (scratch_init, or the buffer's init)")
-    bound, penalty = read.get("at_most_written", float), read.get("penalty", float, 0.0)
-    for key, value in (("at_most_written", bound), ("penalty", penalty)):
-        if not 0 <= value <= 1:
-            raise SpecError(f"{where}: key '{key}' is a share between 0 and 1, found {value}")
-    return Untouched(buffer, bound, penalty, read.get("meaning", str, ""))
+    return Untouched(buffer, read.share("at_most_written"), read.share("penalty", 0.0), read.get("meaning", str, ""))
 
 
 def _counted(kernel: Kernel, variant: Variant) -> tuple[Buffer, ...]:
