@@ -128,7 +128,7 @@ def environment_names() -> tuple[str, ...]:
 
 def imported_runtimes() -> tuple[Runtime, ...]:
     """The harness side: the registered runtimes whose first package the process has imported (their hooks on)."""
-    return tuple(r for r in runtimes() if r.packages[0] in sys.modules)
+    return tuple(r for r in runtimes() if sys.modules.get(r.packages[0]) is not None)
 
 
 def register(runtime: Runtime, source: str = "") -> Runtime:
