@@ -4,6 +4,7 @@ runs in the sandboxed harness before each call and its settings are recorded in 
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from pathlib import Path
 
@@ -168,3 +169,29 @@ def test_a_pack_runtime_that_is_missing_or_takes_a_built_in_name_is_a_spec_error
     (folder / "fakerand_runtime.py").unlink()
     with pytest.raises(SpecError, match="no fakerand_runtime.py"):
         load_assignment(folder)
+
+
+def named_in_code(path: Path, words: tuple[str, ...]) -> list[str]:
+    """The identifiers and string literals of a module's code (its docstrings and comments aside) that hold one of
+    `words`, with their lines."""
+    tree = ast.parse(path.read_text())
+    prose = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}  # docstrings: no code
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            text = node.value
+        else:
+            text = next((getattr(node, f) for f in ("id", "attr", "name", "arg")
+                         if isinstance(getattr(node, f, None), str)), "")
+        if any(word in text.lower() for word in words):
+            found.append(f"{path.relative_to(GRADER.parent)}:{getattr(node, 'lineno', 0)}: {text[:60]!r}")
+    return found
+
+
+def test_no_package_a_runtime_answers_for_is_named_in_the_core() -> None:
+    plug_ins = GRADER / "boundary" / "runtimes"
+    words = tuple(p for r in runtimes.runtimes() for p in r.packages)
+    assert {"torch", "cupy"} <= set(words)
+    named = [line for path in sorted(GRADER.rglob("*.py")) if not path.is_relative_to(plug_ins)
+             for line in named_in_code(path, words)]
+    assert not named, "the core names a runtime's package:\n" + "\n".join(named)
