@@ -13,7 +13,8 @@ import shutil
 
 from grader.errors import SetupError
 from grader.spec import Assignment
-from grader.targets import PINNED, target_of
+from grader.boundary.runtimes import pinned
+from grader.targets import target_of
 
 
 def missing_for(assignment: Assignment) -> str | None:
@@ -22,7 +23,7 @@ def missing_for(assignment: Assignment) -> str | None:
     if not target.needs_gpu:  # a GPU pack's packages are the GPU's question (reported not run where absent)
         absent = [p for p in target.python_packages if importlib.util.find_spec(p.split(".")[0]) is None]
         if absent:
-            install = " ".join(PINNED.get(p, p) for p in absent)
+            install = " ".join(pinned(p) for p in absent)
             return (f"this machine cannot grade {assignment.name}: its harnesses import {', '.join(absent)}, which "
                     f"is not installed here (python3 -m pip install {install}), so every submission would crash")
     compiler = getattr(target, "compiler", None)

@@ -18,9 +18,10 @@ from pathlib import Path
 import git
 import pytest
 
+from grader.boundary.runtimes.torch import CPU_INDEX as TORCH_CPU_INDEX
 from grader.cli.check import ASSIGNMENT_FILE, assignment_file, assignment_named_in, chosen
 from grader.errors import SubmissionError
-from grader.export.workflow import TEMPLATE_WORKFLOW, TORCH_CPU_INDEX, WORKFLOW, template_workflow
+from grader.export.workflow import TEMPLATE_WORKFLOW, WORKFLOW, template_workflow
 from grader.sources import gather_sources
 from grader.spec import PROJECT_ROOT, Assignment, list_assignments, load_assignment
 from grader.targets import target_of

@@ -13,6 +13,7 @@ import pytest
 from grader.options import Options
 from grader.pipeline import grade
 from grader.runner import kernel_cache
+from grader.boundary.runtimes import runtime_named
 from grader.runner.kernel_cache import FOLDER, KernelCache, uses_kernel_cache
 from grader.spec import load_assignment
 from grader.targets import target_with
@@ -20,9 +21,11 @@ from grader.timing.run import swept_cases
 
 from conftest import with_time_limit
 
+CUPY_CACHE = (runtime_named("cupy").kernel_cache_env,)  # the variable CuPy's cache folder is named by
+
 
 def test_only_regular_files_with_cache_names_are_taken_back_and_seeded(tmp_path: Path) -> None:
-    cache = KernelCache(tmp_path / "cache")
+    cache = KernelCache(tmp_path / "cache", CUPY_CACHE)
     cache.folder.mkdir()
     first = tmp_path / "home-1"
     left = first / FOLDER
@@ -49,7 +52,7 @@ def test_a_cache_folder_replaced_by_a_link_takes_nothing_back(tmp_path: Path) ->
     home = tmp_path / "home"
     home.mkdir()
     (home / FOLDER).symlink_to(elsewhere)
-    cache = KernelCache(tmp_path / "cache")
+    cache = KernelCache(tmp_path / "cache", CUPY_CACHE)
     cache.folder.mkdir()
     cache.take_back(home)
     assert list(cache.folder.iterdir()) == []
@@ -61,7 +64,7 @@ def test_a_file_past_the_size_bound_is_not_taken_back(tmp_path: Path, monkeypatc
     (home / FOLDER).mkdir(parents=True)
     (home / FOLDER / "big_1.cubin").write_bytes(b"12345")
     (home / FOLDER / "small_1.cubin").write_bytes(b"1234")
-    cache = KernelCache(tmp_path / "cache")
+    cache = KernelCache(tmp_path / "cache", CUPY_CACHE)
     cache.folder.mkdir()
     cache.take_back(home)
     assert [p.name for p in cache.folder.iterdir()] == ["small_1.cubin"]
@@ -101,7 +104,7 @@ def test_a_later_harness_of_the_submission_finds_what_an_earlier_one_compiled(
     without = grade(submission, pack, options)
     assert [c.status for c in without.kernels[0].cases] == ["crashed", "failed", "failed"]
 
-    monkeypatch.setattr(kernel_cache, "uses_kernel_cache", lambda target: True)
+    monkeypatch.setattr(kernel_cache, "cache_variables", lambda target: CUPY_CACHE)
     for _ in range(2):  # each grading starts from an empty cache: the crash is the first case's every time
         carried = grade(submission, pack, options)
         assert [c.status for c in carried.kernels[0].cases] == ["crashed", "passed", "passed"]

@@ -17,6 +17,8 @@ harness starts fast and student code shares its process with as little as possib
     python_device.py      the `python` target's harness half: the student's function called on views of NumPy
                           buffers, its exceptions trimmed to its own frames, forbidden imports refused
     cuda_device.py        the `cuda` target's harness half: buffers on the GPU, the CUDA driver by ctypes
+    runtimes/             one module per Python runtime (torch, cupy), registered by name: what the grader knows of
+                          its package, and its hooks around a python kernel's call
 
 A whole-program check's harness half stays in its plug-in (`grader.checks`), beside the half that plans it
 and judges it; it keeps to the same rule, with `grader.checks.program`.

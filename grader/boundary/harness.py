@@ -14,9 +14,10 @@ process, with one deliberate exception: a check's composed call may compute a st
 here, just in time, once that step's output is saved and sealed (its check's harness half says why
 that is safe).
 
-Only the standard library, NumPy and `grader.boundary` (the protocol and the target's harness half,
-the plan's `device_module`) are imported here; a harness running a composed call also imports its
-check's harness half (the composition's `runner`: NumPy, `grader.boundary`, `grader.checks.program`,
+Only the standard library, NumPy and `grader.boundary` (the protocol, the target's harness half, the plan's
+`device_module`, and the runtimes' hooks, `grader.boundary.runtimes`, with the sources of a pack's own runtime
+modules that the plan carries, which keep to the same rule) are imported here; a harness running a composed call
+also imports its check's harness half (the composition's `runner`: NumPy, `grader.boundary`, `grader.checks.program`,
 and maybe the assignment's numpy_reference.py).
 """
 
@@ -36,6 +37,7 @@ from grader.boundary.allocations import AllocationMeter
 from grader.boundary.protocol import (EXIT_DEVICE_ERROR, EXIT_NO_DEVICE, MARGIN_BYTES, POISON_BITS, BufferArgument,
                                       Ended, EndStatus, Event, Plan, PlannedCall, Ready, Written, event_line,
                                       margin_bits, network_seen)
+from grader.boundary.runtimes import load_sources
 
 if TYPE_CHECKING:
     from grader.boundary.device import Completion, Device
@@ -287,7 +289,8 @@ def _run_composed_call(plan: Plan, call: PlannedCall, device: Device, libraries:
 
 
 def open_device(plan: Plan) -> Device:
-    """The plan's target's device, from its harness half."""
+    """The plan's target's device, from its harness half, the packs' own runtimes it carries registered first."""
+    load_sources(plan.runtimes)
     return importlib.import_module(plan.device_module).open_device(plan.sanitizer, plan.device_code)
 
 

@@ -17,6 +17,9 @@ the kernel is the student's Python function, imported from its build's zip archi
   refused: a forbidden use costs what the spec's `forbidden_penalty` says, with the outputs judged as they are.
   Imports are seen when a module is first loaded: a harness runs one kernel's cases, so its first case that
   imports a module records it, and its later cases find the module loaded.
+- The runtimes the kernel's module has imported (`grader.boundary.runtimes`) are asked around each call: prepared
+  before it (a seed, deterministic algorithms, a peak memory counter reset), its device memory read after it, and
+  the call timed by the first one's device events where it has a device here (the wall clock beside them).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from grader.boundary.allocations import rebase
 from grader.boundary.device import Completion
 from grader.boundary.host_memory import HostMemory
 from grader.boundary.protocol import ForbiddenUse, ScalarArgument
+from grader.boundary.runtimes import Runtime, imported_runtimes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -293,11 +297,11 @@ class PythonDevice(HostMemory):
                 return Completion(CALL_FAILED, 0.0, None, "\n".join([f"{lines[0]} (while importing {library.file})",
                                                                      *lines[1:]]), raised=True)
             rebase()  # what the import keeps (the module, SciPy's) is not the call's memory
-        torch_on = _torch_prepared()
-        events = _cuda_events()
+        prepared = _prepared()
+        events = _device_events()
         started = time.perf_counter()
         if events is not None:
-            events[0].record()
+            events[1].record()
         try:
             returned = library.function(*values)
         except BaseException as error:
@@ -306,77 +310,50 @@ class PythonDevice(HostMemory):
                               raised=True)
         device_ms = _elapsed_ms(events)
         wall_ms = (time.perf_counter() - started) * 1e3
-        peak = _torch_peak_bytes(torch_on)
+        peak = _peak_device_bytes(prepared)
         if returned is not None:
             print(f"kernel-grader: {library.function_name} returned a {type(returned).__name__}, which is ignored: "
                   "outputs are written in place, into the arrays it is given", file=sys.stderr, flush=True)
         return Completion(0, wall_ms, device_ms, peak_device_bytes=peak)
 
 
-def _torch_prepared() -> int | None:
-    """Where the kernel's module has imported torch: its random state fixed (seed 0, deterministic algorithms, TF32
-    off: the settings `grader.targets.TORCH_DETERMINISM` records), and on CUDA the peak memory counter reset.
-    Returns the CUDA memory allocated now (the base the call's peak is read against), None without CUDA."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
+def _prepared() -> list[tuple[Runtime, Any]]:
+    """Each runtime the kernel's module has imported, prepared for the call (`grader.boundary.runtimes`: torch's seed
+    and deterministic algorithms, its peak memory counter reset), with what its `peak_device_bytes` reads after."""
+    return [(runtime, runtime.prepare()) for runtime in imported_runtimes() if runtime.prepare is not None]
+
+
+def _peak_device_bytes(prepared: list[tuple[Runtime, Any]]) -> int | None:
+    """The call's peak device memory as the first runtime that counts it says (None where none does)."""
+    for runtime, state in prepared:
+        if runtime.peak_device_bytes is not None and (peak := runtime.peak_device_bytes(state)) is not None:
+            return peak
+    return None
+
+
+def _device_events() -> tuple[Runtime, Any, Any] | None:
+    """A start and an end event on the current stream of the first runtime the kernel's module has imported that
+    has a device here (CuPy, torch with a GPU), else None: the call is then timed by its events, the end one waited
+    for, so the GPU's work is inside."""
     try:
-        torch.manual_seed(0)
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        if not torch.cuda.is_available():
-            return None
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        return int(torch.cuda.memory_allocated())
-    except Exception as error:  # a broken CUDA context: the call's own outputs show it; the log says why
-        print(f"kernel-grader: torch's CUDA memory counter could not be reset ({error!r}): no device memory for "
-              "this case", file=sys.stderr, flush=True)
-        return None
-
-
-def _torch_peak_bytes(base: int | None) -> int | None:
-    """The most CUDA memory torch's allocator held during the call beyond what it held before (None without CUDA)."""
-    if base is None:
-        return None
-    try:
-        torch = sys.modules["torch"]
-        torch.cuda.synchronize()
-        return max(0, int(torch.cuda.max_memory_allocated()) - base)
-    except Exception as error:
-        print(f"kernel-grader: torch's CUDA memory counter could not be read ({error!r}): no device memory for "
-              "this case", file=sys.stderr, flush=True)
-        return None
-
-
-def _cuda_events() -> tuple[Any, Any] | None:
-    """A start and an end event on the current stream where the kernel's module has imported CuPy or torch with a
-    GPU, else None: the call is then timed by CUDA events, the end one waited for, so the GPU's work is inside."""
-    try:
-        if (cupy := sys.modules.get("cupy")) is not None:
-            return cupy.cuda.Event(), cupy.cuda.Event()
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_available():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            return start, end
+        for runtime in imported_runtimes():
+            if runtime.timing_events is not None and (events := runtime.timing_events()) is not None:
+                return runtime, *events
     except Exception:  # no device (or a broken context): the wall clock is all there is
         return None
     return None
 
 
-def _elapsed_ms(events: tuple[Any, Any] | None) -> float | None:
+def _elapsed_ms(events: tuple[Runtime, Any, Any] | None) -> float | None:
     """The milliseconds between the events, the end one recorded now and waited for; None where that failed (a
     CUDA error the call left behind is the call's outputs' to show, not the clock's)."""
     if events is None:
         return None
     try:
-        start, end = events
+        runtime, start, end = events
         end.record()
         end.synchronize()
-        if "cupy" in sys.modules:
-            return float(sys.modules["cupy"].cuda.get_elapsed_time(start, end))
-        return float(start.elapsed_time(end))  # torch's events
+        return float(runtime.elapsed_ms(start, end)) if runtime.elapsed_ms is not None else None
     except Exception:
         return None
 

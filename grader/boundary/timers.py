@@ -11,8 +11,9 @@ One timer per target's harness half (chosen by the plan's `device_module`, like 
   the host function, the stop recorded before a device-wide synchronisation (work on blocking
   streams counts; work on a non-blocking stream is caught by the wall clock: `gap_ms`).
 - C++ on the CPU (`WallTimer`): the shim's wall clock around the call; nothing to flush.
-- Python (`PythonTimer`): the wall clock, or, where the kernel's module uses CuPy (a GPU pack), CuPy's events on
-  its current stream around the whole call, the end one waited for (`python_device`): the project's rule times
+- Python (`PythonTimer`): the wall clock, or, where the kernel's module uses a runtime with a device here (a GPU
+  pack's: `grader.boundary.runtimes`), that runtime's events on its current stream around the whole call, the end
+  one waited for (`python_device`): the project's rule times
   "all necessary setup costs", so conversions and copies are inside; nothing is flushed.
 
 Only the standard library, NumPy and `grader.boundary` are imported here (the harness's rule).
@@ -90,7 +91,7 @@ class WallTimer:
 
 class PythonTimer(WallTimer):
     """The python target's timer: CUDA events where the harness recorded them around the call (a kernel module
-    using CuPy, `python_device`), the wall clock otherwise; the facts say which it was."""
+    using a GPU runtime, `python_device`), the wall clock otherwise; the facts say which it was."""
 
     def __init__(self, device: Any, spin_us: float) -> None:
         super().__init__(device, spin_us)

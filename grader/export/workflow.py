@@ -3,9 +3,9 @@ that pack's.
 
 ci/github/grade.yml runs `grader check` on a self-hosted GPU runner. A template's copy says, for its pack: GitHub's
 hosted runner where its kernels need no GPU; the Python packages its harnesses import, installed beside the grader
-(scipy; torch from PyTorch's CPU wheel index where there is no GPU, PyPI's being the multi-GB CUDA build; CuPy's
-wheel for the runner's CUDA); and `-a NAME`, so that a GPU pack's template, which holds its CPU base's files, is
-never checked as that base.
+(scipy) or as their runtimes say (`grader.boundary.runtimes`: torch from PyTorch's CPU wheel index where there is no
+GPU, PyPI's being the multi-GB CUDA build; CuPy's wheel for the runner's CUDA); and `-a NAME`, so that a GPU pack's
+template, which holds its CPU base's files, is never checked as that base.
 
     python3 -m grader.export.workflow    writes every pack's copy (tests/test_ci_workflow.py says when one is stale)
 """
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.spec import PROJECT_ROOT, Assignment, list_assignments
-from grader.targets import GPU_PACKAGES, packages_to_install, target_of
+from grader.boundary.runtimes import needs_gpu_for, pinned, runtimes_of
+from grader.targets import packages_to_install, target_of
 
 WORKFLOW = PROJECT_ROOT / "ci" / "github" / "grade.yml"
 TEMPLATE_WORKFLOW = Path(".github") / "workflows" / "grade.yml"  # in a pack's template/
@@ -25,7 +26,6 @@ HOSTED_RUNNER = "runs-on: ubuntu-latest"
 PIP = '"$RUNNER_TEMP/kernel-grader/bin/python" -m pip install --quiet --disable-pip-version-check'
 GRADER_INSTALL = f"{PIP} $KERNEL_GRADER_PIP_SPEC"
 CHECK = "grader check . --markdown"
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 INDENT = " " * 10  # a line of the install step's `run: |` block
 
 
@@ -34,31 +34,38 @@ class Installs:
     """What a machine set up to check a pack installs besides the grader, by where each comes from."""
 
     with_grader: tuple[str, ...]  # from PyPI, in the grader's own pip install (scipy; a GPU pack's torch)
-    torch_cpu: tuple[str, ...]  # from PyTorch's CPU wheel index: a CPU pack's torch, on a machine with no GPU
-    cupy: bool  # CuPy, whose wheel is named for the machine's CUDA major version (cupy-cuda12x, cupy-cuda13x)
+    # The install step's lines before the grader's, as the pack's runtimes say (`Runtime.cpu_install`, a CPU pack's
+    # torch from PyTorch's CPU wheel index; `Runtime.apart_install`, CuPy's wheel named for the CUDA major version).
+    apart: tuple[str, ...]
 
 
 def installs(assignment: Assignment) -> Installs:
     """The packages `assignment`'s harnesses import that installing the grader does not bring, by source."""
     packages = packages_to_install(assignment)
-    torch = () if target_of(assignment).needs_gpu else tuple(p for p in packages if p.split("=")[0] == "torch")
-    return Installs(tuple(p for p in packages if p not in torch), torch,
-                    any(p.split(".")[0] in GPU_PACKAGES for p in assignment.python_packages))
+    gpu = target_of(assignment).needs_gpu
+    apart: list[str] = []
+    built_apart: set[str] = set()
+    for runtime in runtimes_of(assignment.python_packages):
+        entries = [p for p in assignment.python_packages if p in runtime.packages]
+        if runtime.cpu_install and not gpu and (own := [pinned(p) for p in entries if pinned(p) in packages]):
+            apart += [_line(line, " ".join(own)) for line in runtime.cpu_install]
+            built_apart.update(own)
+        if runtime.apart_install and any(needs_gpu_for(p) for p in assignment.python_packages
+                                         if p.split(".")[0] in runtime.packages):
+            apart += [_line(line, "") for line in runtime.apart_install]
+    return Installs(tuple(p for p in packages if p not in built_apart), tuple(apart))
+
+
+def _line(line: str, packages: str) -> str:
+    """A runtime's install line with the pip command and its packages put in."""
+    return line.replace("{pip}", PIP).replace("{packages}", packages)
 
 
 def template_workflow(assignment: Assignment) -> str:
     """ci/github/grade.yml as `assignment`'s template carries it."""
     text = WORKFLOW.read_text()
     needed = installs(assignment)
-    lines = []
-    if needed.torch_cpu:
-        lines += ["# PyTorch's CPU build: PyPI's torch is the multi-GB CUDA one, of no use without a GPU.",
-                  f"{PIP} --index-url {TORCH_CPU_INDEX} {' '.join(needed.torch_cpu)}"]
-    if needed.cupy:
-        lines += ["# CuPy's wheel is named for the CUDA major version (cupy-cuda12x, cupy-cuda13x): nvcc's says which.",
-                  "cuda_major=$(nvcc --version | sed -n 's/.*release \\([0-9]*\\)\\..*/\\1/p')",
-                  f'{PIP} "cupy-cuda${{cuda_major:?nvcc names no CUDA release}}x"']
-    lines.append(" ".join([GRADER_INSTALL, *needed.with_grader]))
+    lines = [*needed.apart, " ".join([GRADER_INSTALL, *needed.with_grader])]
     text = _replace_once(text, f"{INDENT}{GRADER_INSTALL}\n", "".join(f"{INDENT}{line}\n" for line in lines))
     text = _replace_once(text, CHECK, CHECK.replace(" .", f" . -a {assignment.name}"))
     if not target_of(assignment).needs_gpu:

@@ -1,4 +1,5 @@
-"""A compiled-kernel cache carried from one harness to the next of the same submission (CuPy's).
+"""A compiled-kernel cache carried from one harness to the next of the same submission (a runtime's that compiles
+kernels at run time into a folder a variable names: `Runtime.kernel_cache_env`, CuPy's).
 
 CuPy compiles each elementwise and reduction kernel with NVRTC on its first use and keeps the binary in its cache
 folder, which is the harness's home: fresh for every harness, so every harness paid the compiles again (~4 s on an
@@ -23,9 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.targets import GPU_PACKAGES, Target
+from grader.boundary.runtimes import runtimes_of
+from grader.targets import Target
 
-ENV = "CUPY_CACHE_DIR"  # where CuPy keeps its compiled kernels
 FOLDER = ".kernel-cache"  # the cache's folder in a harness's home
 # CuPy's cache files are named by a hash and an extension (<hex>_2.0.cubin); anything else is not taken back.
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
@@ -36,13 +37,14 @@ class KernelCache:
     """One submission's cache folder, filled from and into its harnesses' homes (thread-safe: a submission's
     kernels run in parallel slots)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, variables: tuple[str, ...]) -> None:
         self.folder = folder
+        self.variables = variables  # the runtimes' variables that name where they keep their compiled kernels
         self._lock = threading.Lock()
 
     def env(self, home: Path) -> dict[str, str]:
-        """The harness's environment entry that points CuPy at the cache's copy in `home`."""
-        return {ENV: str(home / FOLDER)}
+        """The harness's environment entries that point the runtimes at the cache's copy in `home`."""
+        return {variable: str(home / FOLDER) for variable in self.variables}
 
     def seed(self, home: Path) -> None:
         """The cache's files copied into `home` before a harness starts there."""
@@ -86,9 +88,14 @@ def _copy_regular(source: Path, destination: Path) -> None:
     os.replace(out.name, destination)
 
 
+def cache_variables(target: Target) -> tuple[str, ...]:
+    """The variables naming where the target's runtimes keep the kernels they compile at run time (CuPy's)."""
+    return tuple(r.kernel_cache_env for r in runtimes_of(target.python_packages) if r.kernel_cache_env)
+
+
 def uses_kernel_cache(target: Target) -> bool:
-    """Whether the target's harnesses compile kernels at run time into a cache worth carrying (CuPy's)."""
-    return any(p.split(".")[0] in GPU_PACKAGES for p in target.python_packages)
+    """Whether the target's harnesses compile kernels at run time into a cache worth carrying (a runtime's)."""
+    return bool(cache_variables(target))
 
 
 @contextmanager
@@ -98,4 +105,4 @@ def kernel_cache_for(target: Target) -> Iterator[KernelCache | None]:
         yield None
         return
     with tempfile.TemporaryDirectory(prefix="kg-kernel-cache-") as folder:
-        yield KernelCache(Path(folder))
+        yield KernelCache(Path(folder), cache_variables(target))

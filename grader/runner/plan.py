@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.boundary.protocol import Argument, BufferArgument, Composition, Plan, PlannedCall, ScalarArgument
+from grader.boundary.runtimes import own_sources
 from grader.runner.limits import device_memory_limit
 from grader.spec import Assignment, Case, Kernel, allocation_of, shape_of
 from grader.targets import target_of
@@ -33,7 +34,7 @@ def plan_for(assignment: Assignment, calls: list[Call], outbox: Path, sanitizer:
     return Plan(target=assignment.target, device_module=target.device_module, sanitizer=sanitizer,
                 device_memory_limit=device_memory_limit(assignment),
                 calls=tuple(planned(call, outbox / str(index)) for index, call in enumerate(calls)),
-                device_code=target.device_code())
+                device_code=target.device_code(), runtimes=own_sources(assignment.runtimes))
 
 
 def planned(call: Call, output_dir: Path) -> PlannedCall:

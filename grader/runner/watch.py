@@ -18,6 +18,7 @@ from grader.boundary.protocol import Event, Ready, index_of, kind_of, new_event,
 from grader.runner.kernel_cache import KernelCache
 from grader.runner.plan import Call
 from grader.sandbox import LimitKind, Limits, Mounts, Process, Sandbox
+from grader.sandbox.namespaces import import_paths
 from grader.targets import Target
 
 HARNESS_START_LIMIT_S = 120.0  # Python, NumPy and a CUDA context, before any student code runs
@@ -80,7 +81,8 @@ class Session:
         # fails without them, leaving torch half imported for every later call.
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
                "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
-               "PYTHONPATH": str(GRADER_ROOT),
+               # A package the pack names that the grader finds through its PYTHONPATH is found there too.
+               "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(GRADER_ROOT), *import_paths(target.python_packages)])),
                # The harness needs no BLAS threads: a pool per core would exhaust a small process limit.
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_PATH"):

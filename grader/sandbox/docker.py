@@ -20,6 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
+from grader.boundary.runtimes import environment_names
 from grader.errors import GraderError
 from grader.sandbox import HARNESS_PACKAGE, NOBODY, LimitHit, Limits, Mounts, in_mib
 from grader.sandbox.cgroups import pids_cgroup_of
@@ -30,11 +31,10 @@ from grader.sandbox.watchdog import Watch, WatchedProcess, Watchdog
 DEFAULT_IMAGE = "kernel-grader:local"
 CI_SOCKET = "/var/run/kernel-grader-docker.sock"  # where ci/setup/docker.sh starts its daemon
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/cuda/bin"
-KEPT_ENVIRONMENT = ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "HOME", "CUDA_VISIBLE_DEVICES", "CUPY_CACHE_DIR",
+# Besides the runtimes' own (their harness_env and kernel cache: `grader.boundary.runtimes.environment_names`).
+KEPT_ENVIRONMENT = ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "HOME", "CUDA_VISIBLE_DEVICES",
                     "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                    "KERNEL_GRADER_PROGRESS_FD", "USER", "LOGNAME",
-                    # torch's deterministic cuBLAS (grader.targets: a torch pack's harness_env)
-                    "CUBLAS_WORKSPACE_CONFIG")
+                    "KERNEL_GRADER_PROGRESS_FD", "USER", "LOGNAME")
 
 
 def docker_client():
@@ -149,7 +149,8 @@ class DockerSandbox:
                 for root, dirs, _ in os.walk(mounts.writable):
                     os.chmod(root, 0o777)
             volumes[str(mounts.writable)] = {"bind": str(mounts.writable), "mode": "rw"}
-        environment = {k: v for k, v in env.items() if k in KEPT_ENVIRONMENT}
+        kept = (*KEPT_ENVIRONMENT, *environment_names())
+        environment = {k: v for k, v in env.items() if k in kept}
         environment["PATH"] = CONTAINER_PATH
         requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if mounts.gpu else []
         ulimits = [docker.types.Ulimit(name="core", soft=0, hard=0),

@@ -122,6 +122,25 @@ def package_roots(packages: tuple[str, ...]) -> list[Path]:
     return sorted(r for r in roots if not str(r).startswith(SYSTEM_DIRS) and r.is_dir())
 
 
+def import_paths(packages: tuple[str, ...]) -> list[str]:
+    """The folders of this process's import path that hold the named packages outside the interpreter's own
+    prefixes (a package found through PYTHONPATH), for the harness's PYTHONPATH: it sees them as the grader does."""
+    prefixes = tuple(dict.fromkeys(str(p) for p in (sys.prefix, sys.base_prefix)))
+    paths: list[str] = []
+    for name in packages:
+        try:
+            spec = importlib.util.find_spec(name.split(".")[0])  # the top level alone: a submodule's imports its parent
+        except (ImportError, ValueError):
+            continue
+        if spec is None or not spec.origin or not Path(spec.origin).is_file():
+            continue
+        origin = Path(spec.origin).resolve()
+        folder = str(origin.parent.parent if spec.submodule_search_locations else origin.parent)
+        if not folder.startswith(prefixes) and folder not in paths:
+            paths.append(folder)
+    return paths
+
+
 class NamespaceSandbox:
     """Namespaces + a drop to a uid of its own + rlimits + a cgroup or the watchdog; a launcher builds the layout."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grader.boundary.runtimes import load_pack_runtime
 from grader.checks import CheckSpec, check_named
 from grader.errors import SpecError
 from grader.spec.assignments import find_assignment
@@ -77,6 +78,8 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
         source_dirs=source_dirs,
         libraries=_libraries(top.strings("libraries", ()), f"{top.at('libraries')} key 'libraries'"),
         python_packages=top.strings("python_packages", ()),
+        runtimes=_load_runtimes(top.strings("runtimes", ()), (folder.resolve(), document.module_root),
+                                f"{top.at('runtimes')} key 'runtimes'"),
         gold=top.choice("gold", ("reference", "numpy"), "reference"),  # type: ignore[arg-type]
         variants=variants,
         based_on=document.based_on,
@@ -91,6 +94,21 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
     if assignment.name != folder.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {folder.name!r}")
     return assignment
+
+
+def _load_runtimes(modules: tuple[str, ...], folders: tuple[Path | None, ...], where: str) -> tuple[str, ...]:
+    """The runtimes of the pack's own, each a module of its folder (or of the one it is based on) defining
+    `RUNTIME`, registered (`grader.boundary.runtimes`); their names."""
+    names = []
+    for module in modules:
+        folder = next((f for f in folders if f is not None and (f / f"{module}.py").is_file()), None)
+        if folder is None:
+            raise SpecError(f"{where}: no {module}.py in the assignment's folder")
+        try:
+            names.append(load_pack_runtime(folder, module).name)
+        except Exception as error:  # its module raised, defines no RUNTIME, or names a built-in runtime
+            raise SpecError(f"{where}: {folder / f'{module}.py'}: {error}") from None
+    return tuple(names)
 
 
 def _load_checks(tables: dict[str, tuple[Any, str]],

@@ -350,6 +350,8 @@ class Assignment:
     libraries: tuple[str, ...] = ()  # linked where installed (e.g. cuBLAS); forbidden_symbols still apply
     # Python packages its harnesses see besides its target's own (a python pack's scipy, cupy): `grader.targets.target_of`.
     python_packages: tuple[str, ...] = ()
+    # The names of the runtimes of its own (`grader.boundary.runtimes`), loaded from the modules its `runtimes` names.
+    runtimes: tuple[str, ...] = ()
     gold: GoldSource = "reference"  # what gold comes from: the reference run the same way, or numpy_reference.py
     variants: tuple[Variant, ...] = ()  # their kernels ("req_0/matmul") follow the base kernels in `kernels`
     based_on: str | None = None  # the assignment this one inherits from

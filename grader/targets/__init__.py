@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from grader.boundary.runtimes import needs_gpu_for, pinned, runtimes_of
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -34,25 +36,6 @@ if TYPE_CHECKING:
 # Target name (the spec's `target`) -> the module that holds it as `TARGET`.
 _MODULES = {"cuda": "grader.targets.cuda", "cpp": "grader.targets.cpp", "python": "grader.targets.python"}
 TARGET_NAMES = tuple(_MODULES)
-# Python packages whose code runs on an NVIDIA GPU: a pack that names one among its python_packages needs a GPU.
-GPU_PACKAGES = ("cupy", "cupyx")
-# A package entry that asks for a GPU without being one: "torch.cuda" (torch imported as torch; a torch pack that
-# names torch alone runs on the CPU wherever it grades, on a GPU where it also names this).
-GPU_MARKERS = ("torch.cuda",)
-# Packages whose harness fixes its random state before each call (python_device: torch.manual_seed and
-# deterministic algorithms); the settings are recorded in the result's environment (`determinism`).
-SEEDED_PACKAGES = ("torch",)
-TORCH_DETERMINISM = ("torch.manual_seed(0) before each call", "torch.use_deterministic_algorithms(True, "
-                     "warn_only=True)", "CUBLAS_WORKSPACE_CONFIG=:4096:8", "TF32 off (cuda.matmul, cudnn)")
-# The version a machine set up to grade installs: a plain `torch` is whichever is newest (and multi-GB); the one
-# the PyTorch packs are tested with is pinned.
-PINNED = {"torch": "torch==2.13.0"}
-
-
-def needs_gpu_for(package: str) -> bool:
-    """Whether a python_packages entry makes a pack need a GPU (cupy; the marker torch.cuda)."""
-    return package in GPU_MARKERS or package.split(".")[0] in GPU_PACKAGES
-
 
 LIBRARY_FILE = "lib.so"  # what a target's compile command writes in its work folder, and its harness half loads
 
@@ -78,7 +61,7 @@ class Target(Protocol):
     # What its harness half imports, made visible inside the sandbox; `target_of` adds the assignment's own.
     python_packages: tuple[str, ...]
     harness_env: dict[str, str]  # set for each correctness harness (and the sanitizer's)
-    determinism: tuple[str, ...]  # the settings its harnesses fix for reproducible runs (torch's), for the result
+    determinism: tuple[str, ...]  # the settings its harnesses fix for reproducible runs (its runtimes'), for the result
     device_module: str  # its harness half, a module with `open_device(sanitizer: bool, device_code: str) -> Device`
     shim_file: str  # the generated file a build gets beside the sources
     # fnmatch patterns of the submission's files its code may import by name from anywhere in the checkout (Python's
@@ -165,8 +148,9 @@ def target_named(name: str) -> Target:
 
 
 def target_with(name: str, packages: tuple[str, ...] = ()) -> Target:
-    """The target registered under `name`, its harnesses also seeing `packages` (a python pack's scipy or cupy);
-    a package that runs its code on a GPU (`GPU_PACKAGES`: cupy) makes the target need one."""
+    """The target registered under `name`, its harnesses also seeing `packages` (a python pack's scipy, or a
+    runtime's package: `grader.boundary.runtimes`); a package that runs its code on a GPU makes the target need one,
+    and the runtimes the packages name add their harnesses' environment and determinism settings."""
     target = target_named(name)
     extra = tuple(p for p in packages if p not in target.python_packages)
     if not extra:
@@ -175,24 +159,24 @@ def target_with(name: str, packages: tuple[str, ...] = ()) -> Target:
     widened.python_packages = (*target.python_packages, *extra)
     # Its harness must see the GPU, run in a GPU slot, and is not run where there is none.
     widened.needs_gpu = target.needs_gpu or any(needs_gpu_for(p) for p in extra)
-    if any(p.split(".")[0] in SEEDED_PACKAGES for p in extra):
-        # cuBLAS's deterministic reductions need a fixed workspace (torch's deterministic mode asks for it).
-        widened.harness_env = {**target.harness_env, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-        if not widened.needs_gpu:  # a CPU torch pack runs on the CPU on a GPU machine too (no GPU slot is held)
-            widened.harness_env["CUDA_VISIBLE_DEVICES"] = ""
-        widened.determinism = TORCH_DETERMINISM
+    for runtime in runtimes_of(extra):
+        if runtime.harness_env or (runtime.cpu_harness_env and not widened.needs_gpu):
+            widened.harness_env = {**widened.harness_env, **runtime.harness_env,
+                                   **({} if widened.needs_gpu else runtime.cpu_harness_env)}
+        widened.determinism = (*widened.determinism, *runtime.determinism)
     return widened
 
 
 def packages_to_install(assignment: Assignment) -> tuple[str, ...]:
     """The Python packages an assignment's harnesses import that installing the grader does not bring (scipy), for
-    a machine set up to grade it (Gradescope's setup.sh, a template's CI workflow). NumPy is the grader's own; a GPU
-    package is left out, its wheel being named for the CUDA version (cupy-cuda12x, cupy-cuda13x)."""
+    a machine set up to grade it (Gradescope's setup.sh, a template's CI workflow), each as its runtime pins it. NumPy
+    is the grader's own; an entry that needs a GPU is left out (a GPU runtime's wheel is named for the CUDA version,
+    its runtime's `apart_install` says how; a marker is no package)."""
     own = target_named(assignment.target).python_packages
-    return tuple(PINNED.get(p, p) for p in assignment.python_packages if p not in own and not needs_gpu_for(p))
+    return tuple(pinned(p) for p in assignment.python_packages if p not in own and not needs_gpu_for(p))
 
 
 def target_of(assignment: Assignment) -> Target:
     """The target of an assignment's kernels, its harnesses also seeing the Python packages the assignment names
-    (`python_packages` in [assignment]: a python pack's scipy or cupy)."""
+    (`python_packages` in [assignment]: a python pack's scipy, a runtime's package)."""
     return target_with(assignment.target, assignment.python_packages)
