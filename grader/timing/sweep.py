@@ -1,15 +1,55 @@
 """A sweep's timings (`grader time --sweep`: every sweep case of each kernel) as the points of a figure against one
 case parameter: `density` by default, or what [timing] `sweep_parameter` names (flash-attention-cpu: N); a matmul
-pack's (tiled-matmul) as points with their flops and tile too."""
+pack's (tiled-matmul) as points with their flops and tile too.
+
+Timing makes the points; a sweep page (`grader.sweep_pages`, drawn by `grader.report`) reads them: the point types
+live here, so that the arrow goes one way."""
 
 from __future__ import annotations
 
-from grader.report.density import CPU, DENSITY, GPU, DensityPoint
-from grader.report.matmul_sweep import MatmulPoint
+from dataclasses import dataclass
+
 from grader.spec import Assignment, Case
 from grader.targets import target_of
 from grader.timing.results import KernelTiming, SubmissionTiming
 
+CPU, GPU = "CPU", "GPU"
+DENSITY = "density"  # the case parameter a sweep's x axis reads unless the pack names another
+
+
+@dataclass(frozen=True)
+class DensityPoint:
+    """One kernel timed on one case: where it runs, what it computes, the case's density (or the swept parameter's
+    value), the median time and the most heap memory a call held beyond its arguments (None: not counted)."""
+
+    device: str  # CPU or GPU: where the pack's kernels run
+    operation: str  # the base kernel ("spmv")
+    case: str
+    density: float
+    median_us: float
+    peak_extra_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class MatmulPoint:
+    """One kernel timed on one case: its size (the swept parameter's value), its tile (None: the kernel takes
+    none), the case's flops (2 M N K: a multiply and an add per product) and the median time."""
+
+    kernel: str  # the base kernel ("tiled")
+    case: str
+    size: float
+    tile: int | None
+    flops: int
+    median_us: float
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / (self.median_us * 1e3)
+
+    @property
+    def series(self) -> str:
+        """The line it is drawn on: the kernel's, or the kernel's at its tile."""
+        return self.kernel if self.tile is None else f"{self.kernel} (tile {self.tile})"
 
 
 def sweep_points(timing: SubmissionTiming, assignment: Assignment, parameter: str = DENSITY) -> list[DensityPoint]:
@@ -56,8 +96,3 @@ def parameter_of(timed: KernelTiming, assignment: Assignment, parameter: str) ->
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
     return None
-
-
-def density_points(timing: SubmissionTiming, assignment: Assignment) -> list[DensityPoint]:
-    """`sweep_points` against `density` (the sparse packs' sweep)."""
-    return sweep_points(timing, assignment, DENSITY)
