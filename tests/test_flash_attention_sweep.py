@@ -17,7 +17,8 @@ from grader.status import TimingStatus
 from grader.timing.results import SubmissionTiming
 from grader.timing.run import time_submission
 from grader.timing.spec import load_timing, parse_timing
-from grader.timing.sweep import DensityPoint, sweep_points
+from grader.report.swept import DensityPoint
+from grader.sweeps.density import sweep_points
 
 from conftest import with_sweep_up_to
 

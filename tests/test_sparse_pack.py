@@ -30,7 +30,8 @@ from grader.targets.python import import_patterns, named_methods
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.run import time_submission
 from grader.timing.spec import load_timing, parse_timing
-from grader.timing.sweep import CPU, GPU, DensityPoint, sweep_points
+from grader.report.swept import CPU, GPU, DensityPoint
+from grader.sweeps.density import sweep_points
 
 from conftest import grade_variant, variant_params, with_time_limit
 from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of, sample_named

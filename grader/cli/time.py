@@ -17,7 +17,7 @@ from grader.errors import GraderError, SubmissionError
 from grader.options import Options, default_cache_dir
 from grader.sandbox import SANDBOX_NAMES
 from grader.spec import load_assignment
-from grader.sweep_pages import sweep_page_named, sweep_page_names
+from grader.sweeps import render_page, sweep_page_named, sweep_page_names
 
 if TYPE_CHECKING:
     from grader.spec import Assignment
@@ -142,7 +142,6 @@ def show_sweep(student: SubmissionTiming, others: list[SubmissionTiming], assign
     asked (`html_path`) the pack's sweep page, the `others`' sweeps drawn beside this one."""
     from rich.table import Table
 
-    from grader.report.render import sweep_page_html
     from grader.timing.points import award_words
     from grader.timing.spec import load_timing
 
@@ -176,7 +175,7 @@ def show_sweep(student: SubmissionTiming, others: list[SubmissionTiming], assign
     # One pack: its title; with others beside it (the CPU and GPU halves), their names.
     title = assignment.title if len(packs) == 1 else " and ".join(p.name for p in packs)
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(sweep_page_html(page, points, title, timing, [award_words(a, parameter) for a in awards]),
+    html_path.write_text(render_page(page, points, title, timing, [award_words(a, parameter) for a in awards]),
                          encoding="utf-8")
     console.print(f"{page.written(parameter)} written to {escape(str(html_path))}", highlight=False, soft_wrap=True)
 

@@ -6,10 +6,10 @@ where the sweep counted each call's peak extra memory, a second panel draws it, 
 the kernels flagged for growing faster than the pack allows, and where two kernels' times cross
 (`grader.report.scaling`).
 
-The points are plain data (`grader.timing.sweep.sweep_points` makes them from a sweep: the x axis is each case's
-value of the parameter, kept in the points' `density`); the figure is matplotlib's SVG, inlined in a
+The points are plain data (`grader.report.swept`; `grader.sweeps.density` makes them from a sweep: the x axis is
+each case's value of the parameter, kept in the points' `density`); the figure is matplotlib's SVG, inlined in a
 self-contained HTML page (`render`). Where matplotlib is not installed the page says so and keeps the tables,
-which have the same figures. The page is [timing] sweep_page "density" (`PAGE`, registered in `grader.sweep_pages`).
+which have the same figures. It is the page of [timing] sweep_page "density" (`grader.sweeps.density`).
 """
 
 from __future__ import annotations
@@ -17,18 +17,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from grader.report.figures import pyplot_or_none, svg_text
-from grader.report.scaling import curve, flag_words, mebibytes, memory_growths, memory_notes, time_crossovers
-from grader.sweep_pages import SweepNote
-from grader.timing.sweep import CPU, DENSITY, GPU, DensityPoint, sweep_points
-
-if TYPE_CHECKING:
-    from grader.spec import Assignment
-    from grader.timing.results import SubmissionTiming
-    from grader.timing.spec import TimingSpec
+from grader.report.scaling import curve, flag_words, mebibytes, memory_growths, time_crossovers
+from grader.report.swept import CPU, DENSITY, GPU, DensityPoint
 
 TEMPLATE = "density.html.j2"
 
@@ -158,30 +151,3 @@ def render(points: Sequence[DensityPoint], title: str, parameter: str = DENSITY,
 
     return environment(autoescape=True).get_template(TEMPLATE).render(
         context(points, title, parameter, memory_limits, award_words))
-
-
-@dataclass(frozen=True)
-class DensityPage:
-    """The sweep page of [timing] sweep_page = "density" (the default): runtime against the swept parameter."""
-
-    name: str = "density"
-    template: str = TEMPLATE
-    template_folder: Path | None = None
-    takes_others: bool = True  # the CPU pack's sweep and its GPU pack's, on one figure
-
-    def points(self, timing: SubmissionTiming, assignment: Assignment, parameter: str) -> list[DensityPoint]:
-        return sweep_points(timing, assignment, parameter)
-
-    def notes(self, timing: SubmissionTiming, assignment: Assignment, spec: TimingSpec) -> list[SweepNote]:
-        return memory_notes(sweep_points(timing, assignment, spec.sweep_parameter),
-                            dict(spec.memory_exponent_limit), spec.sweep_parameter)
-
-    def context(self, points: Sequence[DensityPoint], title: str, spec: TimingSpec,
-                award_words: Sequence[str]) -> dict[str, Any]:
-        return context(points, title, spec.sweep_parameter, dict(spec.memory_exponent_limit), award_words)
-
-    def written(self, parameter: str) -> str:
-        return f"runtime against {parameter} (HTML)"
-
-
-PAGE = DensityPage()

@@ -2,28 +2,20 @@
 GFLOP/s against the size, the tiled kernel a line per tile; its time against the tile at the largest size; the sweet
 spot (the fastest tile at each size); and the share of cuBLAS's GFLOP/s each kernel reaches.
 
-The points are plain data (`grader.timing.sweep.matmul_points` makes them from a sweep: a case's M, N and K give its
-flops, its `tile` the tiled kernel's block edge, the swept parameter the x axis); the figure is matplotlib's SVG
-inlined in a self-contained HTML page (`render`), whose tables hold the same figures where matplotlib is not
-installed. The page is [timing] sweep_page "matmul" (`PAGE`, registered in `grader.sweep_pages`).
+The points are plain data (`grader.report.swept`; `grader.sweeps.matmul` makes them from a sweep: a case's M, N
+and K give its flops, its `tile` the tiled kernel's block edge, the swept parameter the x axis); the figure is
+matplotlib's SVG inlined in a self-contained HTML page (`render`), whose tables hold the same figures where
+matplotlib is not installed. It is the page of [timing] sweep_page "matmul" (`grader.sweeps.matmul`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from grader.report.figures import pyplot_or_none, svg_text
-from grader.report.scaling import memory_notes
-from grader.sweep_pages import SweepNote
-from grader.timing.sweep import MatmulPoint, matmul_points, sweep_points
-
-if TYPE_CHECKING:
-    from grader.spec import Assignment
-    from grader.timing.results import SubmissionTiming
-    from grader.timing.spec import TimingSpec
+from grader.report.swept import MatmulPoint
 
 BASELINE = "cublas"  # the kernel the others are measured against: the vendor's library
 TEMPLATE = "matmul_sweep.html.j2"
@@ -181,34 +173,3 @@ def render(points: Sequence[MatmulPoint], title: str, parameter: str, award_word
 
     return environment(autoescape=True).get_template(TEMPLATE).render(
         context(points, title, parameter, award_words, baseline))
-
-
-@dataclass(frozen=True)
-class MatmulPage:
-    """The sweep page of [timing] sweep_page = "matmul" (tiled-matmul): GFLOP/s per kernel and tile."""
-
-    name: str = "matmul"
-    template: str = TEMPLATE
-    template_folder: Path | None = None
-    takes_others: bool = False  # one pack's kernels against its own baseline
-
-    def points(self, timing: SubmissionTiming, assignment: Assignment, parameter: str) -> list[MatmulPoint]:
-        return matmul_points(timing, assignment, parameter)
-
-    def notes(self, timing: SubmissionTiming, assignment: Assignment, spec: TimingSpec) -> list[SweepNote]:
-        parameter = spec.sweep_parameter
-        points = matmul_points(timing, assignment, parameter)
-        # The memory of kernels whose calls' memory was counted (CPU ones), as the density page prints it.
-        words = sweet_spot_words(sweet_spots(points), parameter) + share_words(shares(points), parameter)
-        return memory_notes(sweep_points(timing, assignment, parameter), dict(spec.memory_exponent_limit),
-                            parameter) + [SweepNote(line) for line in words]
-
-    def context(self, points: Sequence[MatmulPoint], title: str, spec: TimingSpec,
-                award_words: Sequence[str]) -> dict[str, Any]:
-        return context(points, title, spec.sweep_parameter, award_words)
-
-    def written(self, parameter: str) -> str:
-        return f"GFLOP/s against {parameter} and the tile (HTML)"
-
-
-PAGE = MatmulPage()

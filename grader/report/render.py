@@ -1,4 +1,4 @@
-"""The Jinja2 environment the HTML, Markdown, dashboard and sweep page templates share, and the figures they show."""
+"""The Jinja2 environment the HTML, Markdown and dashboard templates share, and the figures they show."""
 
 from __future__ import annotations
 
@@ -17,13 +17,7 @@ from grader.results import (EVIDENCE_WORDS, NEVER_WRITTEN, READ_BEFORE_WRITTEN, 
 from grader.status import CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Any
-
     import jinja2
-
-    from grader.sweep_pages import SweepPage
-    from grader.timing.spec import TimingSpec
 
 
 @functools.cache
@@ -39,18 +33,6 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.globals.update(KernelStatus=KernelStatus, CaseStatus=CaseStatus, SubmissionStatus=SubmissionStatus,
                        Outcome=Outcome)
     return env
-
-
-def sweep_page_html(page: SweepPage, points: Sequence[Any], title: str, spec: TimingSpec,
-                    award_words: Sequence[str] = ()) -> str:
-    """A sweep page (`grader.sweep_pages`) rendered: its template (from its own folder where it names one) given its
-    context, with the filters every report has."""
-    import jinja2
-
-    env = environment(autoescape=True)
-    if page.template_folder is not None:
-        env = env.overlay(loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(page.template_folder), env.loader]))
-    return env.get_template(page.template).render(page.context(points, title, spec, award_words))
 
 
 def number(value: float | None, digits: int = 3) -> str:

@@ -2,8 +2,8 @@
 kernels whose memory grows faster than the pack allows (FlashAttention's Algorithm 1 that builds the N x N score
 matrix), and where one kernel's time overtakes another's on the same device.
 
-Plain functions over `grader.timing.sweep.DensityPoint`s, which the sweep pages (`grader.report.density`,
-`grader.report.matmul_sweep`) draw and print.
+Plain functions over `grader.report.swept.DensityPoint`s; the density page (`grader.report.density`) draws
+them, the sweep pages' plug-ins (`grader.sweeps`) print their words.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from grader.sweep_pages import SweepNote
-from grader.timing.sweep import DENSITY, DensityPoint
+from grader.report.swept import DensityPoint
 
 
 @dataclass(frozen=True)
@@ -126,16 +125,10 @@ def _crossing(ratios: Sequence[tuple[float, float]]) -> tuple[float | None, bool
     return None, None
 
 
-def memory_notes(points: Sequence[DensityPoint], limits: Mapping[str, float], parameter: str) -> list[SweepNote]:
-    """What `grader time --sweep` prints of the kernels' memory: each fitted exponent (a size sweep's), each flag."""
-    notes = []
-    for growth in memory_growths(points, limits, fit=parameter != DENSITY):
-        if growth.exponent is not None:
-            notes.append(SweepNote(f"{growth.operation}: peak extra memory grows like {parameter}^"
-                                   f"{growth.exponent:.2f} (fitted from {parameter} = {growth.fitted_from:g})"))
-        if growth.flagged:
-            notes.append(SweepNote(flag_words(growth, parameter), flagged=True))
-    return notes
+def growth_words(growth: MemoryGrowth, parameter: str) -> str:
+    """A fitted kernel's memory growth, in words."""
+    return (f"{growth.operation}: peak extra memory grows like {parameter}^{growth.exponent:.2f} (fitted from "
+            f"{parameter} = {growth.fitted_from:g})")
 
 
 def flag_words(growth: MemoryGrowth, parameter: str) -> str:

@@ -18,7 +18,7 @@ gpt2-m1 says). Every error names the file, the key, what was found and what was 
     sweep_parameter = "N"                   # `--sweep`'s page: the case parameter its x axis reads (default density)
     memory_exponent_limit = { flash_attention = 1.6 }  # a sweep flags a kernel whose peak extra memory grows
                                                        # like N^this or faster (the fitted exponent)
-    sweep_page = "matmul"                   # `--sweep`'s page (grader.sweep_pages): "density" (runtime against
+    sweep_page = "matmul"                   # `--sweep`'s page (grader.sweeps): "density" (runtime against
                                             # the parameter, the default) or "matmul" (GFLOP/s per kernel and tile,
                                             # the sweet spot, cuBLAS's share), or one registered
     # Points for a speed-up: kernel's fastest case at sweep_parameter = at against over's, at least min_speedup
@@ -40,7 +40,7 @@ except ModuleNotFoundError:  # Python 3.10
 from grader.boundary.timing_statistics import StopRule
 from grader.errors import SpecError
 from grader.spec import Assignment, Case, Kernel, find_assignment
-from grader.sweep_pages import sweep_page_names
+from grader.sweeps import sweep_page_names
 
 LEADERBOARDS = ("geomean_speedup_vs_reference", "geomean_speedup_vs_m1")
 KEYS = ("case", "cases", "warmup", "min_calls", "max_calls", "rse", "cap_s", "pool", "spin_us", "leaderboard", "tiers",
@@ -164,7 +164,8 @@ def parse_timing(table: dict[str, Any], where: str) -> TimingSpec:
                         f"flagged from N^1.6 on); {bad} are not")
     page = _typed(table, "sweep_page", str, defaults.sweep_page, where)
     if page not in sweep_page_names():
-        raise SpecError(f"{where}: key 'sweep_page' must be one of {', '.join(sweep_page_names())}, found {page!r}")
+        raise SpecError(f"{where}: key 'sweep_page' must be one of {', '.join(sweep_page_names())}, "
+                        f"found {page!r}")
     return TimingSpec(where, case, tuple(sorted(cases.items())), _count(table, "warmup", defaults.warmup, where, 0),
                       rule, _count(table, "pool", defaults.pool, where, 1), _positive(table, "spin_us", 200.0, where, 0.0),
                       leaderboard, _tiers(table.get("tiers", []), where),

@@ -1,13 +1,16 @@
 """Sweep pages: what `grader time --sweep --sweep-html FILE` draws of a sweep, one plug-in each behind one
 interface, registered by name (a pack's [timing] `sweep_page`; the core names none).
 
-A page declares its points (made from a sweep's timings by `grader.timing.sweep`), the lines the command prints of
-them, its template and what the template is given; `grader.report.render.sweep_page_html` renders it.
+A page's plug-in declares its points (made from a sweep's timings), the lines the command prints of them, its
+template and what the template is given; `render_page` renders it. It sits above both halves it joins: it reads
+the timing (`grader.timing`) and hands plain points to a report module (`grader.report`), which reads nothing
+else; neither of those imports the other.
 
-    density   grader.report.density       runtime against the swept parameter, a line per device and kernel: the
-                                          GPU's speed-up and its crossover, the kernels' memory and its growth
-    matmul    grader.report.matmul_sweep  GFLOP/s against the size per kernel and tile, time against the tile, the
-                                          sweet spot and the share of cuBLAS's GFLOP/s
+    density.py   [timing] sweep_page = "density" (the default): runtime against the swept parameter, a line per
+                 device and kernel, the GPU's speed-up and its crossover, the kernels' memory and its growth
+                 (drawn by grader.report.density and grader.report.scaling)
+    matmul.py    "matmul": GFLOP/s against the size per kernel and tile, time against the tile, the sweet spot
+                 and the share of the vendor library's GFLOP/s (drawn by grader.report.matmul_sweep)
 
 A page from outside the grader (a course's own) is one module holding it as `PAGE`, registered by
 `register_sweep_page(name, module)` before the command runs; its template sits in its `template_folder`.
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
     from grader.timing.spec import TimingSpec
 
 # Page name (a pack's [timing] sweep_page) -> the module that holds it as `PAGE`.
-_MODULES = {"density": "grader.report.density", "matmul": "grader.report.matmul_sweep"}
+_MODULES = {"density": "grader.sweeps.density", "matmul": "grader.sweeps.matmul"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class SweepPage(Protocol):
         """What the command prints of this sweep beside its table."""
         ...
 
-    def context(self, points: Sequence[Any], title: str, spec: TimingSpec, award_words: Sequence[str]) -> dict[str, Any]:
+    def context(self, points: Sequence[Any], title: str, spec: TimingSpec,
+                award_words: Sequence[str]) -> dict[str, Any]:
         """What the template is given: from the points (this sweep's and any others'), the page's title, the pack's
         [timing] table and its speed-up points in words."""
         ...
@@ -69,7 +73,7 @@ class SweepPage(Protocol):
 
 
 def sweep_page_names() -> tuple[str, ...]:
-    """The pages a pack may name, the grader's and those registered."""
+    """The pages a pack may name: the grader's and those registered."""
     return tuple(_MODULES)
 
 
@@ -85,3 +89,17 @@ def register_sweep_page(name: str, module: str) -> None:
     if name in _MODULES and _MODULES[name] != module:
         raise ValueError(f"sweep page {name!r} is {_MODULES[name]}'s already")
     _MODULES[name] = module
+
+
+def render_page(page: SweepPage, points: Sequence[Any], title: str, spec: TimingSpec,
+                award_words: Sequence[str] = ()) -> str:
+    """The page as HTML: its template (from its own folder where it names one) given its context, with the filters
+    and the style every report has."""
+    import jinja2
+
+    from grader.report.render import environment
+
+    env = environment(autoescape=True)
+    if page.template_folder is not None:
+        env = env.overlay(loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(page.template_folder), env.loader]))
+    return env.get_template(page.template).render(page.context(points, title, spec, award_words))
