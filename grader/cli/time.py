@@ -47,8 +47,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                  sweep_page_names()) + "; docs/timing.md). The default, density: runtime against "
                              "each case's density (or the pack's [timing] sweep_parameter, e.g. N), with the GPU/CPU "
                              "speed-up and its crossover density; where each call's peak extra memory was counted "
-                             "(CPU kernels), memory too, with its fitted exponents and flags. --density-html is its "
-                             "older name")
+                             "(CPU kernels), memory too, with its fitted exponents and flags. --sweep-html is its name; "
+                             "--density-html, its older one, still works")
     parser.add_argument("--with", dest="with_timings", type=Path, action="append", default=[], metavar="JSON",
                         help="with --sweep-html: another sweep's JSON (`grader time --sweep` of the other device's "
                              "pack) drawn beside this one; may be repeated")
