@@ -156,3 +156,15 @@ def test_a_report_format_from_outside_the_grader_is_offered_by_every_command(reg
     # Not an export: `grader export tally` is no command.
     with pytest.raises(SystemExit):
         main(["export", "tally", str(saved), "--out", str(tmp_path / "x.txt")])
+
+
+def test_the_sweep_page_option_is_one_option_under_its_name_and_its_older_one(tmp_path: Path) -> None:
+    import grader.cli.time as time_command
+
+    parser = argparse.ArgumentParser()
+    time_command.add_parser(parser.add_subparsers())
+    for spelling in ("--sweep-html", "--density-html"):
+        arguments = parser.parse_args(["time", "repo", "-a", "x", "--sweep", spelling, str(tmp_path / "p.html")])
+        assert arguments.sweep_html == tmp_path / "p.html" and "density_html" not in vars(arguments)
+    (option,) = [a for a in parser._subparsers._group_actions[0].choices["time"]._actions if a.dest == "sweep_html"]
+    assert option.option_strings == ["--sweep-html", "--density-html"]
