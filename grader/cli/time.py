@@ -21,6 +21,7 @@ from grader.sweeps import render_page, sweep_page_named, sweep_page_names
 
 if TYPE_CHECKING:
     from grader.spec import Assignment
+    from grader.sweeps import SweepPage
     from grader.timing.points import SpeedupAward
     from grader.timing.results import SubmissionTiming
     from grader.timing.spec import TimingSpec
@@ -131,21 +132,21 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise GraderError(f"--with {path}: not the JSON of `grader time --sweep` ({error})") from None
     student = time_submission(arguments.submission, assignment, options, timing, sweep=True)
-    show_sweep(student, others, assignment, timing, console, arguments.json or Path(f"timing-{assignment.name}.json"),
-               arguments.sweep_html, f"{assignment.name}: {arguments.submission} (every swept case)")
+    _show_sweep(page, student, others, assignment, timing, console,
+                arguments.json or Path(f"timing-{assignment.name}.json"), arguments.sweep_html,
+                f"{assignment.name}: {arguments.submission} (every swept case)")
     return 0
 
 
-def show_sweep(student: SubmissionTiming, others: list[SubmissionTiming], assignment: Assignment,
-               timing: TimingSpec, console: Console, json_path: Path, html_path: Path | None, heading: str) -> None:
+def _show_sweep(page: SweepPage, student: SubmissionTiming, others: list[SubmissionTiming], assignment: Assignment,
+                timing: TimingSpec, console: Console, json_path: Path, html_path: Path | None, heading: str) -> None:
     """A sweep's timings shown: a table of every case, the page's notes, the speed-up points, the JSON, and where
-    asked (`html_path`) the pack's sweep page, the `others`' sweeps drawn beside this one."""
+    asked (`html_path`) the page, the `others`' sweeps drawn beside this one."""
     from rich.table import Table
 
     from grader.timing.points import award_words
     from grader.timing.spec import load_timing
 
-    page = sweep_page_named(timing.sweep_page)
     shown = Table(title=heading, title_justify="left")
     for column in ("kernel", "case", "median (µs)", "±", "peak extra (KiB)", "status"):
         shown.add_column(column)
