@@ -10,14 +10,15 @@ import pytest
 
 from grader.errors import SpecError
 from grader.options import Options
-from grader.report.density import DensityPoint, render
+from grader.report.density import render
 from grader.report.scaling import fit_exponent, memory_growths
 from grader.spec import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import TimingStatus
 from grader.timing.results import SubmissionTiming
 from grader.timing.run import time_submission
 from grader.timing.spec import load_timing, parse_timing
-from grader.timing.sweep import sweep_points
+from grader.report.swept import DensityPoint
+from grader.sweeps.density import sweep_points
 
 from conftest import with_sweep_up_to
 

@@ -17,7 +17,7 @@ from grader.status import TimingStatus
 from grader.timing.results import SubmissionTiming
 from grader.timing.run import time_submission
 from grader.timing.spec import load_timing
-from grader.timing.sweep import sweep_points
+from grader.sweeps.density import sweep_points
 
 from conftest import with_sweep_up_to
 

@@ -15,7 +15,7 @@ from grader.pipeline import grade
 from grader.spec import load_assignment
 from grader.timing.run import time_submission
 from grader.timing.spec import load_timing
-from grader.timing.sweep import sweep_points
+from grader.sweeps.density import sweep_points
 
 from conftest import needs_torch
 

@@ -25,7 +25,7 @@ from grader.status import KernelStatus, TimingStatus
 from grader.timing.points import speedup_awards
 from grader.timing.run import time_submission
 from grader.timing.spec import load_timing, parse_timing
-from grader.timing.sweep import matmul_points
+from grader.sweeps.matmul import matmul_points
 
 from conftest import grade_variant, variant_params, with_time_limit
 from pack_samples import Graded, assert_expected_verdicts, graded_once, sample_named

@@ -17,7 +17,7 @@ from grader.boundary.timing_statistics import Summary
 from grader.device import unavailable_reason
 from grader.options import Options
 from grader.pipeline import grade
-from grader.report.density import CPU, GPU, DensityPoint, crossovers, render
+from grader.report.density import crossovers, render
 from grader.report import markdown, terminal
 from grader.report.hints import forbidden_notes, kernel_hints
 from grader.results import Result
@@ -29,8 +29,9 @@ from grader.targets import python_build, target_of
 from grader.targets.python import import_patterns, named_methods
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.run import time_submission
-from grader.timing.spec import parse_timing
-from grader.timing.sweep import density_points
+from grader.timing.spec import load_timing, parse_timing
+from grader.report.swept import CPU, GPU, DensityPoint
+from grader.sweeps.density import sweep_points
 
 from conftest import grade_variant, variant_params, with_time_limit
 from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of, sample_named
@@ -232,7 +233,9 @@ def test_a_sweep_becomes_four_lines_and_a_crossover_where_the_gpu_starts_winning
                                              timed("spmv", "square-csr", 1.0), timed("spgemm", "sweep-0.1", 50.0)))
     gpu = SubmissionTiming("gpu", GPU_PACK, (timed("spmv", low, 100.0), timed("spmv", high, 100.0),
                                              timed("spgemm", "sweep-0.1", 500.0)))
-    points = density_points(cpu, cpu_pack) + density_points(gpu, gpu_pack)
+    # As `grader time --sweep --sweep-html` draws them: each pack's points against its own swept parameter.
+    points = (sweep_points(cpu, cpu_pack, load_timing(cpu_pack).sweep_parameter)
+              + sweep_points(gpu, gpu_pack, load_timing(gpu_pack).sweep_parameter))
     assert "square-csr" not in {p.case for p in points}  # not a swept case: another size, no density stated
     assert {(p.device, p.operation) for p in points} == {(CPU, "spmv"), (GPU, "spmv"), (CPU, "spgemm"), (GPU, "spgemm")}
     found = {c.operation: c for c in crossovers(points)}

@@ -20,7 +20,7 @@ from grader.status import TimingStatus
 from grader.timing.points import award_words, speedup_awards
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.spec import SpeedupRule, load_timing, parse_timing
-from grader.timing.sweep import matmul_points
+from grader.sweeps.matmul import matmul_points
 
 PACK = PROJECT_ROOT / "assignments" / "tiled-matmul"
 SIZES = (256, 512, 1024, 2048, 4096)

@@ -1,4 +1,5 @@
-"""`grader export gradescope|gradescope-results|junit|gradebook`: results where other systems read them.
+"""`grader export gradescope|gradescope-results|junit|gradebook`: results where other systems read them (junit: each
+format of `grader.report.formats` rendered by `export`).
 
 An export of one result file takes it the same way in each: `RESULT` or `--result RESULT` (both
 forms have always worked somewhere: `junit r.json`, `gradescope-results --result r.json`), and
@@ -17,6 +18,7 @@ from rich.console import Console
 from grader.cases import read_secret
 from grader.cli.report import add_result_argument, load_result, load_results, result_path, stored_results
 from grader.competition.results import CompetitionResult, read_competition
+from grader.report.formats import EXPORT, format_named, report_formats
 from grader.spec import load_assignment
 from grader.timing.table import SpeedupTable, read_table
 
@@ -51,10 +53,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     results.add_argument("--note", action="append", default=[],
                          help="a line above the summary, for staff and students (repeatable): how it was graded")
     results.set_defaults(run=run_gradescope_results)
-    junit = kinds.add_parser("junit", help="one result as JUnit XML (one test case per kernel × case)")
-    add_result_argument(junit, "a result (`grade --json`) or a class's list (`batch --json`)")
-    junit.add_argument("--out", type=Path, required=True, help="the JUnit XML file to write")
-    junit.set_defaults(run=run_junit)
+    for found in report_formats(EXPORT):  # junit
+        one = kinds.add_parser(found.name, help=found.command_help)
+        add_result_argument(one, "a result (`grade --json`) or a class's list (`batch --json`)")
+        one.add_argument("--out", type=Path, required=True, help=f"the {found.what} file to write")
+        one.set_defaults(run=run_format, kind=found.name)
     book = kinds.add_parser("gradebook", help="a store's latest results as a gradebook CSV")
     book.add_argument("--store", type=Path, required=True, help="the results store (SQLite file) `grader batch` fills")
     book.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
@@ -112,18 +115,18 @@ def competition_entry(competition: CompetitionResult) -> Competition:
                                   tuple((r.name, r.tokens_per_s) for r in competition.runs), competition.words)
 
 
-def run_junit(arguments: argparse.Namespace) -> int:
-    """One result (`grade --json`), or a class's list of them (`batch --json`)."""
-    from grader.report import junit
-
+def run_format(arguments: argparse.Namespace) -> int:
+    """One result (`grade --json`), or a class's list of them (`batch --json`) in one file."""
+    found = format_named(arguments.kind)
+    renderer = found.renderer()
     results = load_results(result_path(arguments))
     if isinstance(results, list):
         arguments.out.parent.mkdir(parents=True, exist_ok=True)
-        arguments.out.write_text(junit.render_class(results), encoding="utf-8")
-        Console().print(f"JUnit XML of {len(results)} students written to {arguments.out}", highlight=False)
+        arguments.out.write_text(renderer.render_class(results), encoding="utf-8")
+        Console().print(f"{found.what} of {len(results)} students written to {arguments.out}", highlight=False)
         return 0
-    junit.write(results, arguments.out)
-    Console().print(f"JUnit XML written to {arguments.out}")
+    renderer.write(results, arguments.out)
+    Console().print(f"{found.what} written to {arguments.out}")
     return 0
 
 

@@ -73,22 +73,22 @@ def _at_least_one(text: str) -> int:
 
 
 def add_report_options(parser: argparse.ArgumentParser) -> None:
-    """`--html`, `--markdown`, `--junit`: the reports `grade` and `check` write beside the terminal table."""
-    parser.add_argument("--html", type=Path, default=None, metavar="FILE", help="write a self-contained HTML report")
-    parser.add_argument("--markdown", type=Path, default=None, metavar="FILE",
-                        help="write a Markdown report (e.g. $GITHUB_STEP_SUMMARY)")
-    parser.add_argument("--junit", type=Path, default=None, metavar="FILE",
-                        help="write JUnit XML, one test case per kernel and case")
+    """`--html`, `--markdown`, `--junit` (each registered format: `grader.report.formats`): the reports `grade` and
+    `check` write beside the terminal table."""
+    from grader.report.formats import report_formats
+
+    for found in report_formats():
+        parser.add_argument(f"--{found.name}", type=Path, default=None, metavar="FILE", help=found.option_help)
 
 
 def write_reports(result, arguments: argparse.Namespace) -> list[tuple[str, Path]]:
     """Write the reports that `add_report_options` asked for; returns (what, path) for each file written."""
-    from grader.report import html, junit, markdown
+    from grader.report.formats import report_formats
 
     written = []
-    for what, module, path in (("HTML report", html, arguments.html), ("Markdown report", markdown, arguments.markdown),
-                               ("JUnit XML", junit, arguments.junit)):
+    for found in report_formats():
+        path = getattr(arguments, found.name, None)
         if path is not None:
-            module.write(result, path)
-            written.append((what, path))
+            found.renderer().write(result, path)
+            written.append((found.what, path))
     return written

@@ -1,4 +1,5 @@
-"""`grader report html|markdown RESULT.json --out FILE` and `grader report dashboard --store FILE ...`.
+"""`grader report html|markdown RESULT.json --out FILE` (each format of `grader.report.formats` rendered by `report`)
+and `grader report dashboard --store FILE ...`.
 
 Every command that reads one result file takes it as `RESULT` or as `--result RESULT`, the same in
 `report` and `export`.
@@ -13,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from grader.errors import StoreError, SubmissionError
+from grader.report.formats import REPORT, format_named, report_formats
 from grader.results import Result
 from grader.store import Store
 
@@ -20,12 +22,12 @@ from grader.store import Store
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("report", help="render stored results: per-submission HTML/Markdown, class dashboard")
     kinds = parser.add_subparsers(dest="report", required=True, metavar="KIND")
-    for kind, what in (("html", "one self-contained HTML file"), ("markdown", "Markdown (CI summaries)")):
-        one = kinds.add_parser(kind, help=f"one result (a `--json` file) as {what}")
+    for found in report_formats(REPORT):
+        one = kinds.add_parser(found.name, help=found.command_help)
         add_result_argument(one, "a result written by `grader grade/check --json`, or a class's by `batch --json`")
         one.add_argument("--out", type=Path, required=True,
                          help="the file to write (a class's results: the folder to write one file a student into)")
-        one.set_defaults(run=run_one, kind=kind)
+        one.set_defaults(run=run_one, kind=found.name)
     dashboard = kinds.add_parser("dashboard", help="the class dashboard and every student's report, from a store")
     dashboard.add_argument("--store", type=Path, required=True, help="the results store (SQLite file)")
     dashboard.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
@@ -93,19 +95,17 @@ def stored_results(store_path: Path, assignment: str) -> list[Result]:
 
 
 def run_one(arguments: argparse.Namespace) -> int:
-    from grader.report import html, markdown
-
+    found = format_named(arguments.kind)
     results = load_results(result_path(arguments))
-    renderer = html if arguments.kind == "html" else markdown
+    renderer = found.renderer()
     if not isinstance(results, list):
         renderer.write(results, arguments.out)
         Console().print(f"{arguments.kind} report written to {arguments.out}")
         return 0
     # A class's list (`batch --json`): --out is a folder, one report a student, named by the roster's id.
-    suffix = ".html" if arguments.kind == "html" else ".md"
     for index, result in enumerate(results):
         name = (result.student or f"result-{index + 1}").replace("/", "_")
-        renderer.write(result, arguments.out / f"{name}{suffix}")
+        renderer.write(result, arguments.out / f"{name}{found.suffix}")
     Console().print(f"{len(results)} {arguments.kind} reports written to {arguments.out}/")
     return 0
 

@@ -17,9 +17,11 @@ from grader.errors import GraderError, SubmissionError
 from grader.options import Options, default_cache_dir
 from grader.sandbox import SANDBOX_NAMES
 from grader.spec import load_assignment
+from grader.sweeps import render_page, sweep_page_named, sweep_page_names
 
 if TYPE_CHECKING:
     from grader.spec import Assignment
+    from grader.sweeps import SweepPage
     from grader.timing.points import SpeedupAward
     from grader.timing.results import SubmissionTiming
     from grader.timing.spec import TimingSpec
@@ -40,15 +42,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="time each kernel on each of its sweep cases (its sweep_cases, else its cases that "
                              "carry the swept parameter, else all), not on its timed case alone (a figure against a "
                              "case parameter: runtime against density)")
-    parser.add_argument("--density-html", "--sweep-html", type=Path, default=None, metavar="FILE",
-                        help="with --sweep: write runtime against each case's density (or the pack's [timing] "
-                             "sweep_parameter, e.g. N) as an HTML page (a matplotlib figure where it is installed), "
-                             "with the GPU/CPU speed-up and its crossover density; where each call's peak extra "
-                             "memory was counted (CPU kernels), memory too, with its fitted exponents and flags. A "
-                             "pack whose [timing] sweep_page is \"matmul\" (tiled-matmul) gets GFLOP/s against the "
-                             "size per kernel and tile, time against the tile, the sweet spot and cuBLAS's share")
+    parser.add_argument("--sweep-html", "--density-html", dest="sweep_html", type=Path, default=None, metavar="FILE",
+                        help="with --sweep: write the sweep as an HTML page (a matplotlib figure where it is "
+                             "installed), the one the pack's [timing] sweep_page names (" + ", ".join(
+                                 sweep_page_names()) + "; docs/timing.md). The default, density: runtime against "
+                             "each case's density (or the pack's [timing] sweep_parameter, e.g. N), with the GPU/CPU "
+                             "speed-up and its crossover density; where each call's peak extra memory was counted "
+                             "(CPU kernels), memory too, with its fitted exponents and flags. --sweep-html is its name; "
+                             "--density-html, its older one, still works")
     parser.add_argument("--with", dest="with_timings", type=Path, action="append", default=[], metavar="JSON",
-                        help="with --density-html: another sweep's JSON (`grader time --sweep` of the other device's "
+                        help="with --sweep-html: another sweep's JSON (`grader time --sweep` of the other device's "
                              "pack) drawn beside this one; may be repeated")
     parser.add_argument("--competition", action="store_true",
                         help="run the assignment's [competition] instead (gpt2-m3): greedy generation through the "
@@ -91,8 +94,8 @@ def run(arguments: argparse.Namespace) -> int:
     options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
                       kernels=tuple(k.strip() for k in arguments.kernels.split(",")) if arguments.kernels else (),
                       jobs=arguments.jobs, cuda_arch=arguments.cuda_arch)
-    if arguments.density_html and not arguments.sweep:
-        raise GraderError("--density-html draws a sweep: add --sweep")
+    if arguments.sweep_html and not arguments.sweep:
+        raise GraderError("--sweep-html draws a sweep: add --sweep")
     if arguments.sweep:
         return _sweep(arguments, assignment, options, timing, console)
     student = time_submission(arguments.submission, assignment, options, timing)
@@ -113,21 +116,14 @@ def run(arguments: argparse.Namespace) -> int:
 
 def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Options, timing: TimingSpec,
            console: Console) -> int:
-    """Every case of each kernel timed: a table of them, the JSON, and where asked the density page."""
-    from rich.table import Table
-
-    from grader.report.density import render as render_density
-    from grader.report.matmul_sweep import render as render_matmul, share_words, shares, sweet_spot_words, sweet_spots
-    from grader.report.scaling import flag_words, memory_growths
-    from grader.timing.points import award_words
+    """Every case of each kernel timed: a table of them, the JSON, and where asked the pack's sweep page."""
     from grader.timing.results import SubmissionTiming
     from grader.timing.run import time_submission
-    from grader.timing.spec import load_timing
-    from grader.timing.sweep import DENSITY, matmul_points, sweep_points
 
-    if arguments.with_timings and timing.sweep_page == "matmul":
+    page = sweep_page_named(timing.sweep_page)
+    if arguments.with_timings and not page.takes_others:
         raise GraderError(f"--with draws another pack's sweep on the density page; {assignment.name}'s page "
-                          f"([timing] sweep_page = \"matmul\") draws this sweep alone")
+                          f"([timing] sweep_page = \"{page.name}\") draws this sweep alone")
     others = []
     for path in arguments.with_timings:  # read first: a wrong path costs no timing
         try:
@@ -136,7 +132,22 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise GraderError(f"--with {path}: not the JSON of `grader time --sweep` ({error})") from None
     student = time_submission(arguments.submission, assignment, options, timing, sweep=True)
-    shown = Table(title=f"{assignment.name}: {arguments.submission} (every swept case)", title_justify="left")
+    _show_sweep(page, student, others, assignment, timing, console,
+                arguments.json or Path(f"timing-{assignment.name}.json"), arguments.sweep_html,
+                f"{assignment.name}: {arguments.submission} (every swept case)")
+    return 0
+
+
+def _show_sweep(page: SweepPage, student: SubmissionTiming, others: list[SubmissionTiming], assignment: Assignment,
+                timing: TimingSpec, console: Console, json_path: Path, html_path: Path | None, heading: str) -> None:
+    """A sweep's timings shown: a table of every case, the page's notes, the speed-up points, the JSON, and where
+    asked (`html_path`) the page, the `others`' sweeps drawn beside this one."""
+    from rich.table import Table
+
+    from grader.timing.points import award_words
+    from grader.timing.spec import load_timing
+
+    shown = Table(title=heading, title_justify="left")
     for column in ("kernel", "case", "median (µs)", "±", "peak extra (KiB)", "status"):
         shown.add_column(column)
     for timed in student.kernels:
@@ -146,43 +157,28 @@ def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Optio
                       f"{peak / 1024:,.1f}" if peak is not None else "–", timed.message or timed.status.value)
     console.print(shown)
     parameter = timing.sweep_parameter
-    points = sweep_points(student, assignment, parameter)
-    for growth in memory_growths(points, dict(timing.memory_exponent_limit), fit=parameter != DENSITY):
-        if growth.exponent is not None:
-            console.print(f"{growth.operation}: peak extra memory grows like {parameter}^{growth.exponent:.2f} "
-                          f"(fitted from {parameter} = {growth.fitted_from:g})", highlight=False, soft_wrap=True)
-        if growth.flagged:
-            console.print(f"[bold red]flagged:[/] {escape(flag_words(growth, parameter))}", soft_wrap=True)
-    matmul = matmul_points(student, assignment, parameter) if timing.sweep_page == "matmul" else []
-    for line in sweet_spot_words(sweet_spots(matmul), parameter) + share_words(shares(matmul), parameter):
-        console.print(escape(line), highlight=False, soft_wrap=True)
+    for note in page.notes(student, assignment, timing):
+        if note.flagged:
+            console.print(f"[bold red]flagged:[/] {escape(note.words)}", soft_wrap=True)
+        else:
+            console.print(escape(note.words), highlight=False, soft_wrap=True)
     awards = _awards(student, assignment, timing, console)
-    path = arguments.json or Path(f"timing-{assignment.name}.json")
-    path.write_text(json.dumps({"student": student.to_dict(), "sweep": True,
-                                "speedup_points": [a.to_dict() for a in awards], "timing_spec": timing.where},
-                               indent=2))
-    console.print(f"timings (JSON) written to {escape(str(path))}", highlight=False, soft_wrap=True)
-    if arguments.density_html and timing.sweep_page == "matmul":
-        arguments.density_html.parent.mkdir(parents=True, exist_ok=True)
-        arguments.density_html.write_text(render_matmul(matmul, assignment.title, parameter,
-                                                        [award_words(a, parameter) for a in awards]),
-                                          encoding="utf-8")
-        console.print(f"GFLOP/s against {parameter} and the tile (HTML) written to "
-                      f"{escape(str(arguments.density_html))}", highlight=False, soft_wrap=True)
-    elif arguments.density_html:
-        packs = [assignment]
-        for other in others:
-            packs.append(load_assignment(other.assignment))
-            points += sweep_points(other, packs[-1], load_timing(packs[-1]).sweep_parameter)
-        # One pack: its title; with others beside it (the CPU and GPU halves), their names.
-        title = assignment.title if len(packs) == 1 else " and ".join(p.name for p in packs)
-        arguments.density_html.parent.mkdir(parents=True, exist_ok=True)
-        arguments.density_html.write_text(render_density(points, title, parameter, dict(timing.memory_exponent_limit),
-                                                         [award_words(a, parameter) for a in awards]),
-                                          encoding="utf-8")
-        console.print(f"runtime against {parameter} (HTML) written to {escape(str(arguments.density_html))}",
-                      highlight=False, soft_wrap=True)
-    return 0
+    json_path.write_text(json.dumps({"student": student.to_dict(), "sweep": True,
+                                     "speedup_points": [a.to_dict() for a in awards], "timing_spec": timing.where},
+                                    indent=2))
+    console.print(f"timings (JSON) written to {escape(str(json_path))}", highlight=False, soft_wrap=True)
+    if html_path is None:
+        return
+    points, packs = page.points(student, assignment, parameter), [assignment]
+    for other in others:
+        packs.append(load_assignment(other.assignment))
+        points += page.points(other, packs[-1], load_timing(packs[-1]).sweep_parameter)
+    # One pack: its title; with others beside it (the CPU and GPU halves), their names.
+    title = assignment.title if len(packs) == 1 else " and ".join(p.name for p in packs)
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    html_path.write_text(render_page(page, points, title, timing, [award_words(a, parameter) for a in awards]),
+                         encoding="utf-8")
+    console.print(f"{page.written(parameter)} written to {escape(str(html_path))}", highlight=False, soft_wrap=True)
 
 
 def _awards(student: SubmissionTiming, assignment: Assignment, timing: TimingSpec,

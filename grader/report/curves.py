@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.report.density import pyplot_or_none, svg_text
+from grader.report.figures import pyplot_or_none, svg_text
 from grader.results import CaseResult, KernelResult, Result
 
 

@@ -6,36 +6,24 @@ where the sweep counted each call's peak extra memory, a second panel draws it, 
 the kernels flagged for growing faster than the pack allows, and where two kernels' times cross
 (`grader.report.scaling`).
 
-The points are plain data (`grader.timing.sweep.sweep_points` makes them from a sweep: the x axis is each case's
-value of the parameter, kept in the points' `density`); the figure is matplotlib's SVG, inlined in a
+The points are plain data (`grader.report.swept`; `grader.sweeps.density` makes them from a sweep: the x axis is
+each case's value of the parameter, kept in the points' `density`); the figure is matplotlib's SVG, inlined in a
 self-contained HTML page (`render`). Where matplotlib is not installed the page says so and keeps the tables,
-which have the same figures.
+which have the same figures. It is the page of [timing] sweep_page "density" (`grader.sweeps.density`).
 """
 
 from __future__ import annotations
 
-import io
 import math
-import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-CPU, GPU = "CPU", "GPU"
-DENSITY = "density"  # the case parameter a sweep's x axis reads unless the pack names another
+from grader.report.figures import pyplot_or_none, svg_text
+from grader.report.scaling import curve, flag_words, mebibytes, memory_growths, time_crossovers
+from grader.report.swept import CPU, DENSITY, GPU, DensityPoint
 
-
-@dataclass(frozen=True)
-class DensityPoint:
-    """One kernel timed on one case: where it runs, what it computes, the case's density (or the swept parameter's
-    value), the median time and the most heap memory a call held beyond its arguments (None: not counted)."""
-
-    device: str  # CPU or GPU: where the pack's kernels run
-    operation: str  # the base kernel ("spmv")
-    case: str
-    density: float
-    median_us: float
-    peak_extra_bytes: int | None = None
+TEMPLATE = "density.html.j2"
 
 
 @dataclass(frozen=True)
@@ -59,19 +47,6 @@ class Crossover:
     speedups: tuple[SpeedUp, ...]  # ascending density
     density: float | None  # where the speed-up crosses 1 (log-log interpolation between neighbours); None: never
     gpu_faster_above: bool | None  # the GPU wins at densities above the crossing (False: below it)
-
-
-def _geomean(values: Iterable[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values))
-
-
-def curve(points: Sequence[DensityPoint], device: str, operation: str) -> list[tuple[float, float]]:
-    """(density, median µs) of one line, ascending; cases of one density as their geometric mean."""
-    by_density: dict[float, list[float]] = {}
-    for p in points:
-        if p.device == device and p.operation == operation and p.median_us > 0:
-            by_density.setdefault(p.density, []).append(p.median_us)
-    return [(d, _geomean(times)) for d, times in sorted(by_density.items())]
 
 
 def crossovers(points: Sequence[DensityPoint]) -> list[Crossover]:
@@ -132,31 +107,6 @@ def figure_svg(points: Sequence[DensityPoint], title: str = "", parameter: str =
     return svg_text(figure, pyplot)
 
 
-def pyplot_or_none() -> Any:
-    """matplotlib's pyplot, drawing without a display (figures are written, not shown); None where matplotlib is
-    not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        from matplotlib import pyplot
-    except ImportError:
-        return None
-    return pyplot
-
-
-def svg_text(figure: Any, pyplot: Any) -> str:
-    """A figure as SVG text to inline in HTML (no XML declaration or doctype), the figure closed."""
-    try:
-        figure.tight_layout()
-        svg = io.StringIO()
-        figure.savefig(svg, format="svg")
-        text = svg.getvalue()
-    finally:
-        pyplot.close(figure)
-    return text[text.index("<svg"):]
-
-
 def _axes(axes: Any, parameter: str, title: str) -> None:
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -179,19 +129,25 @@ def _axes(axes: Any, parameter: str, title: str) -> None:
     axes.legend()
 
 
-def render(points: Sequence[DensityPoint], title: str, parameter: str = "density",
-           memory_limits: Mapping[str, float] | None = None, award_words: Sequence[str] = ()) -> str:
-    """The page: the figure (or why there is none), each operation's speed-ups and crossover, the kernels against
-    each other (their times side by side, where they cross, the pack's speed-up points: `award_words`), their
-    memory's growth and flags, every point."""
-    from grader.report.render import environment
-    from grader.report.scaling import flag_words, mebibytes, memory_growths, time_crossovers
-
+def context(points: Sequence[DensityPoint], title: str, parameter: str = DENSITY,
+            memory_limits: Mapping[str, float] | None = None, award_words: Sequence[str] = ()) -> dict[str, Any]:
+    """What the page's template is given: the figure (or None), each operation's speed-ups and crossover, the kernels
+    against each other (their times side by side, where they cross, the pack's speed-up points: `award_words`),
+    their memory's growth and flags, every point."""
     growths = memory_growths(points, memory_limits or {}, fit=parameter != DENSITY)
-    return environment(autoescape=True).get_template("density.html.j2").render(
+    return dict(
         title=title, parameter=parameter, figure=figure_svg(points, title, parameter),
         # Kernels against each other where the pack swept them for it (a named parameter): SpMV against SpGEMM
         # at one density is no comparison.
         crossovers=crossovers(points), time_crossovers=time_crossovers(points) if parameter != DENSITY else [],
         growths=growths, flags=[flag_words(g, parameter) for g in growths if g.flagged], award_words=award_words,
         points=sorted(points, key=lambda p: (p.operation, p.device, p.density, p.case)), size=mebibytes)
+
+
+def render(points: Sequence[DensityPoint], title: str, parameter: str = DENSITY,
+           memory_limits: Mapping[str, float] | None = None, award_words: Sequence[str] = ()) -> str:
+    """The page (`context`'s, through the template)."""
+    from grader.report.render import environment
+
+    return environment(autoescape=True).get_template(TEMPLATE).render(
+        context(points, title, parameter, memory_limits, award_words))

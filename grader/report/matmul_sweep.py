@@ -2,42 +2,23 @@
 GFLOP/s against the size, the tiled kernel a line per tile; its time against the tile at the largest size; the sweet
 spot (the fastest tile at each size); and the share of cuBLAS's GFLOP/s each kernel reaches.
 
-The points are plain data (`grader.timing.sweep.matmul_points` makes them from a sweep: a case's M, N and K give its
-flops, its `tile` the tiled kernel's block edge, the swept parameter the x axis); the figure is matplotlib's SVG
-inlined in a self-contained HTML page (`render`), whose tables hold the same figures where matplotlib is not
-installed.
+The points are plain data (`grader.report.swept`; `grader.sweeps.matmul` makes them from a sweep: a case's M, N
+and K give its flops, its `tile` the tiled kernel's block edge, the swept parameter the x axis); the figure is
+matplotlib's SVG inlined in a self-contained HTML page (`render`), whose tables hold the same figures where
+matplotlib is not installed. It is the page of [timing] sweep_page "matmul" (`grader.sweeps.matmul`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from grader.report.density import pyplot_or_none, svg_text
+from grader.report.figures import pyplot_or_none, svg_text
+from grader.report.swept import MatmulPoint
 
 BASELINE = "cublas"  # the kernel the others are measured against: the vendor's library
-
-
-@dataclass(frozen=True)
-class MatmulPoint:
-    """One kernel timed on one case: its size (the swept parameter's value), its tile (None: the kernel takes
-    none), the case's flops (2 M N K: a multiply and an add per product) and the median time."""
-
-    kernel: str  # the base kernel ("tiled")
-    case: str
-    size: float
-    tile: int | None
-    flops: int
-    median_us: float
-
-    @property
-    def gflops(self) -> float:
-        return self.flops / (self.median_us * 1e3)
-
-    @property
-    def series(self) -> str:
-        """The line it is drawn on: the kernel's, or the kernel's at its tile."""
-        return self.kernel if self.tile is None else f"{self.kernel} (tile {self.tile})"
+TEMPLATE = "matmul_sweep.html.j2"
 
 
 @dataclass(frozen=True)
@@ -169,19 +150,26 @@ def figure_svg(points: Sequence[MatmulPoint], parameter: str) -> str | None:
     return svg_text(figure, pyplot)
 
 
-def render(points: Sequence[MatmulPoint], title: str, parameter: str, award_words: Sequence[str] = (),
-           baseline: str = BASELINE) -> str:
-    """The page: the figure (or why there is none), the sweet spot and the shares of the baseline in words (and the
-    speed-up points, `award_words`, where the pack gives some), the tile table at each size, every point with its
-    GFLOP/s and share."""
-    from grader.report.render import environment
-
+def context(points: Sequence[MatmulPoint], title: str, parameter: str, award_words: Sequence[str] = (),
+            baseline: str = BASELINE) -> dict[str, Any]:
+    """What the page's template is given: the figure (or None), the sweet spot and the shares of the baseline in
+    words (and the speed-up points, `award_words`, where the pack gives some), the tile table at each size, every
+    point with its GFLOP/s and share."""
     spots, found = sweet_spots(points), shares(points, baseline)
     # Every point's share of the baseline at its size (each tile's, not only the best's).
     theirs = {p.size: p.median_us for p in points if p.kernel == baseline}
     rows = [(p, theirs[p.size] / p.median_us if p.size in theirs else None) for p in points]
-    return environment(autoescape=True).get_template("matmul_sweep.html.j2").render(
+    return dict(
         title=title, parameter=parameter, baseline=baseline, figure=figure_svg(points, parameter),
         sweet_words=sweet_spot_words(spots, parameter), share_words=share_words(found, parameter, baseline),
         award_words=award_words,
         spots=spots, tiles=sorted({t for s in spots for t, _ in s.times_us}), shares=found, rows=rows)
+
+
+def render(points: Sequence[MatmulPoint], title: str, parameter: str, award_words: Sequence[str] = (),
+           baseline: str = BASELINE) -> str:
+    """The page (`context`'s, through the template)."""
+    from grader.report.render import environment
+
+    return environment(autoescape=True).get_template(TEMPLATE).render(
+        context(points, title, parameter, award_words, baseline))

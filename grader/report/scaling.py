@@ -2,17 +2,18 @@
 kernels whose memory grows faster than the pack allows (FlashAttention's Algorithm 1 that builds the N x N score
 matrix), and where one kernel's time overtakes another's on the same device.
 
-Plain functions over `grader.report.density.DensityPoint`s; the page (`grader.report.density.render`) and the CLI
-make the words.
+Plain functions over `grader.report.swept.DensityPoint`s; the density page (`grader.report.density`) draws
+them, the sweep pages' plug-ins (`grader.sweeps`) print their words.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from grader.report.density import DensityPoint, curve
+from grader.report.swept import DensityPoint
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,19 @@ class TimeCrossover:
     def speedups(self) -> tuple[tuple[float, float], ...]:
         """(x, second's time / first's): how many times faster the first is (a KV cache over recomputing)."""
         return tuple((x, second / first) for x, first, second in self.times)
+
+
+def _geomean(values: Iterable[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def curve(points: Sequence[DensityPoint], device: str, operation: str) -> list[tuple[float, float]]:
+    """(density, median µs) of one line, ascending; cases of one density as their geometric mean."""
+    by_density: dict[float, list[float]] = {}
+    for p in points:
+        if p.device == device and p.operation == operation and p.median_us > 0:
+            by_density.setdefault(p.density, []).append(p.median_us)
+    return [(d, _geomean(times)) for d, times in sorted(by_density.items())]
 
 
 def fit_exponent(points: Sequence[tuple[float, float]]) -> tuple[float | None, float | None]:
@@ -109,6 +123,12 @@ def _crossing(ratios: Sequence[tuple[float, float]]) -> tuple[float | None, bool
             x = math.exp(math.log(x0) + a / (a - b) * (math.log(x1) - math.log(x0)))
             return x, b > a  # the ratio rises through 1: the first is faster below
     return None, None
+
+
+def growth_words(growth: MemoryGrowth, parameter: str) -> str:
+    """A fitted kernel's memory growth, in words."""
+    return (f"{growth.operation}: peak extra memory grows like {parameter}^{growth.exponent:.2f} (fitted from "
+            f"{parameter} = {growth.fitted_from:g})")
 
 
 def flag_words(growth: MemoryGrowth, parameter: str) -> str:

@@ -18,9 +18,9 @@ gpt2-m1 says). Every error names the file, the key, what was found and what was 
     sweep_parameter = "N"                   # `--sweep`'s page: the case parameter its x axis reads (default density)
     memory_exponent_limit = { flash_attention = 1.6 }  # a sweep flags a kernel whose peak extra memory grows
                                                        # like N^this or faster (the fitted exponent)
-    sweep_page = "matmul"                   # `--sweep`'s page: "density" (runtime against the parameter, the
-                                            # default) or "matmul" (GFLOP/s per kernel and tile, the sweet spot,
-                                            # cuBLAS's share)
+    sweep_page = "matmul"                   # `--sweep`'s page (grader.sweeps): "density" (runtime against
+                                            # the parameter, the default) or "matmul" (GFLOP/s per kernel and tile,
+                                            # the sweet spot, cuBLAS's share), or one registered
     # Points for a speed-up: kernel's fastest case at sweep_parameter = at against over's, at least min_speedup
     # times faster (`grader time` and `--sweep` award them; grading does not time).
     speedup_points = [{ kernel = "tiled", over = "naive", at = 4096, min_speedup = 1.5, points = 1 }]
@@ -40,11 +40,11 @@ except ModuleNotFoundError:  # Python 3.10
 from grader.boundary.timing_statistics import StopRule
 from grader.errors import SpecError
 from grader.spec import Assignment, Case, Kernel, find_assignment
+from grader.sweeps import sweep_page_names
 
 LEADERBOARDS = ("geomean_speedup_vs_reference", "geomean_speedup_vs_m1")
 KEYS = ("case", "cases", "warmup", "min_calls", "max_calls", "rse", "cap_s", "pool", "spin_us", "leaderboard", "tiers",
         "sweep_parameter", "memory_exponent_limit", "sweep_page", "speedup_points")
-SWEEP_PAGES = ("density", "matmul")
 SPEEDUP_RULE_KEYS = ("kernel", "over", "at", "min_speedup", "points")
 
 
@@ -163,8 +163,9 @@ def parse_timing(table: dict[str, Any], where: str) -> TimingSpec:
         raise SpecError(f"{where}: key 'memory_exponent_limit': each value must be an exponent above 0 (1.6: "
                         f"flagged from N^1.6 on); {bad} are not")
     page = _typed(table, "sweep_page", str, defaults.sweep_page, where)
-    if page not in SWEEP_PAGES:
-        raise SpecError(f"{where}: key 'sweep_page' must be one of {', '.join(SWEEP_PAGES)}, found {page!r}")
+    if page not in sweep_page_names():
+        raise SpecError(f"{where}: key 'sweep_page' must be one of {', '.join(sweep_page_names())}, "
+                        f"found {page!r}")
     return TimingSpec(where, case, tuple(sorted(cases.items())), _count(table, "warmup", defaults.warmup, where, 0),
                       rule, _count(table, "pool", defaults.pool, where, 1), _positive(table, "spin_us", 200.0, where, 0.0),
                       leaderboard, _tiers(table.get("tiers", []), where),
