@@ -373,10 +373,8 @@ class Assignment:
 
     @property
     def reference_dir(self) -> Path:
-        """The trusted implementation, laid out exactly like a student repository: this assignment's own, or where it
-        has none, the one it is `based_on` (nanogpt-kvcache-cuda grades the CPU pack's reference on the GPU)."""
-        own = self.root / "reference"
-        return own if own.is_dir() or self.module_root is None else self.module_root / "reference"
+        """The trusted implementation, laid out exactly like a student repository."""
+        return self.root / "reference"
 
     @property
     def template_dir(self) -> Path:
