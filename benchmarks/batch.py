@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic_class import Member, make_class, time_batch  # noqa: E402
 
 from grader.samples import variants  # noqa: E402
-from grader.spec import load_assignment  # noqa: E402
+from grader.assignment import load_assignment  # noqa: E402
 
 
 def kinds_of(assignment) -> dict[str, list]:

@@ -87,7 +87,7 @@ def profile_harnesses(submission: Path, assignment_name: str, cache: Path, work:
     from grader.pipeline import build_stage
     from grader.runner import Call
     from grader.runner.plan import plan_for
-    from grader.spec import load_assignment
+    from grader.assignment import load_assignment
     from grader.status import BuildStatus
 
     assignment = load_assignment(assignment_name)
@@ -160,7 +160,7 @@ def main() -> None:
     arguments = parser.parse_args()
     sys.path.insert(0, str(REPOSITORY_ROOT))
     from grader.samples import compose
-    from grader.spec import load_assignment
+    from grader.assignment import load_assignment
 
     assignment = load_assignment(arguments.assignment)
     with tempfile.TemporaryDirectory(prefix="kg-check-profile-") as scratch:

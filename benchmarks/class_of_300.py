@@ -28,7 +28,7 @@ from grader.options import Options  # noqa: E402
 from grader.pipeline import grade, not_graded  # noqa: E402
 from grader.results import Submission  # noqa: E402
 from grader.samples import compose, variants  # noqa: E402
-from grader.spec import LatePolicy, load_assignment  # noqa: E402
+from grader.assignment import LatePolicy, load_assignment  # noqa: E402
 from grader.store import Store  # noqa: E402
 
 DEADLINE = datetime.datetime(2026, 3, 1, 23, 59, tzinfo=datetime.timezone(datetime.timedelta(hours=-6)))

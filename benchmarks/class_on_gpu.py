@@ -38,7 +38,7 @@ from synthetic_class import STAGES, Member, batch_environment, make_class, time_
 from grader.options import Options  # noqa: E402
 from grader.pipeline import prepare_gold  # noqa: E402
 from grader.samples import variants  # noqa: E402
-from grader.spec import Assignment, load_assignment  # noqa: E402
+from grader.assignment import Assignment, load_assignment  # noqa: E402
 
 # The batch's secret seed ($KERNEL_GRADER_SECRET): hidden cases are drawn as in a real class.
 SECRET = "class-on-gpu-benchmark"

@@ -182,7 +182,7 @@ def floor_run(assignment, libraries: dict[str, Path], work: Path, buffers: str,
     from grader.boundary.protocol import ScalarArgument
     from grader.cases import Seed, prepare_inputs
     from grader.runner.plan import Call, planned
-    from grader.spec import allocation_of
+    from grader.assignment import allocation_of
     from grader.targets.python import module_name
 
     python = assignment.target == "python"
@@ -260,7 +260,7 @@ def main() -> None:
     sys.path.insert(0, str(REPOSITORY_ROOT))
     from grader.device import unavailable_reason
     from grader.samples import compose
-    from grader.spec import load_assignment
+    from grader.assignment import load_assignment
     from grader.targets import target_of
 
     assignment = load_assignment(arguments.assignment)

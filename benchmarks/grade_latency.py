@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grader.options import Options
 from grader.pipeline import grade
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from grader.options import Options
 from grader.pipeline import grade
 from grader.sandbox import Limits, Mounts, sandbox_named
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 
 def start_up_seconds(backend: str, repeat: int) -> float:

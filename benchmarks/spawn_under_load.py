@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from grader.dispatch.local import prepare_gold_apart  # noqa: E402
 from grader.options import Options  # noqa: E402
 from grader.pipeline import prepare_gold  # noqa: E402
-from grader.spec import load_assignment  # noqa: E402
+from grader.assignment import load_assignment  # noqa: E402
 
 
 def rss_mib() -> float:

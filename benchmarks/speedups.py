@@ -23,7 +23,7 @@ REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
 from grader.options import Options, default_cache_dir  # noqa: E402
-from grader.spec import load_assignment  # noqa: E402
+from grader.assignment import load_assignment  # noqa: E402
 from grader.timing.run import time_submission  # noqa: E402
 from grader.timing.spec import load_timing  # noqa: E402
 from grader.timing.table import clocks_summary, markdown, speedup_table  # noqa: E402

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader.batch.summary import outcome  # noqa: E402
 from grader.samples import Sample, compose  # noqa: E402
-from grader.spec import Assignment  # noqa: E402
+from grader.assignment import Assignment  # noqa: E402
 from grader.store import Store  # noqa: E402
 
 COMPILERS = {"g++", "gcc", "c++", "cc1plus", "as", "ld", "collect2", "nvcc", "cicc", "ptxas", "fatbinary", "nvlink",

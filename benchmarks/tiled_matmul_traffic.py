@@ -39,7 +39,7 @@ from grader.device import unavailable_reason  # noqa: E402
 from grader.options import Options, default_cache_dir  # noqa: E402
 from grader.pipeline import build_stage  # noqa: E402
 from grader.runner.watch import read_events  # noqa: E402
-from grader.spec import Case, load_assignment  # noqa: E402
+from grader.assignment import Case, load_assignment  # noqa: E402
 from grader.timing.spec import load_timing  # noqa: E402
 
 ASSIGNMENT = "tiled-matmul"

@@ -42,7 +42,7 @@ from grader.boundary.timing_statistics import StopRule  # noqa: E402
 from grader.options import Options, default_cache_dir  # noqa: E402
 from grader.pipeline import build_stage  # noqa: E402
 from grader.runner.plan import plan_for  # noqa: E402
-from grader.spec import Assignment, Case, Kernel, load_assignment  # noqa: E402
+from grader.assignment import Assignment, Case, Kernel, load_assignment  # noqa: E402
 from grader.timing.run import pool_inputs, time_submission, timing_calls  # noqa: E402
 from grader.timing.spec import load_timing  # noqa: E402
 from grader.timing.table import clocks_summary, markdown, speedup_table  # noqa: E402

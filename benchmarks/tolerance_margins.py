@@ -25,7 +25,7 @@ from grader.options import Options, default_cache_dir
 from grader.pipeline import grade
 from grader.results import CaseResult
 from grader.samples import Sample, compose, variants
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 MARGIN = 3.0  # correct code within 1/MARGIN of the tolerance; a bug at least MARGIN times past it
 CORRECT_KINDS = ("alternative", "course")

@@ -24,7 +24,7 @@ from grader.options import Options, default_cache_dir
 from grader.pipeline import grade
 from grader.results import Result
 from grader.samples import compose, variants
-from grader.spec import LatePolicy, load_assignment
+from grader.assignment import LatePolicy, load_assignment
 from grader.store import Store
 
 DOCS = Path(__file__).resolve().parent

@@ -33,9 +33,9 @@ from grader.evidence import TILE_EVIDENCE, LibraryEvidence, evidence_of
 from grader.includes import compiler_inputs
 from grader.sandbox import Limits, Mounts, Sandbox
 from grader.sources import KernelSources, Origin, Sources, gather_sources, glob_matches
-from grader.spec import Assignment, Kernel
+from grader.assignment import Assignment, Kernel
 from grader.results import ForbiddenUse
-from grader.spec.kernels import is_glob
+from grader.assignment.kernels import is_glob
 from grader.status import BuildStatus
 from grader.targets import LIBRARY_FILE, Target, Toolchain, target_named, target_of
 from grader.targets.compiled import ARCHIVE_FILE, WATCH_FILE, CompiledTarget, compiled_sources, watch_source, watchable

@@ -18,7 +18,7 @@ import numpy as np
 from grader.cache import content_key, is_complete, new_entry, publish_folder
 from grader.errors import SpecError
 from grader.threadsafe import load_npy
-from grader.spec import Assignment, Case, Kernel, shape_of
+from grader.assignment import Assignment, Case, Kernel, shape_of
 
 SECRET_ENV = "KERNEL_GRADER_SECRET"
 

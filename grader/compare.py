@@ -26,7 +26,7 @@ import numpy as np
 from grader.boundary.protocol import MARGIN_POSITIONS, MARGIN_TAG, MARGIN_TAG_MASK, OUTPUT_PAYLOAD, POISON_BITS
 from grader.results import (NEVER_WRITTEN, MarginRead, READ_BEFORE_WRITTEN, READ_OUT_OF_BOUNDS, index_in_words,
                             margins_in_words)
-from grader.spec import Tolerance
+from grader.assignment import Tolerance
 
 BLOCK = 1 << 17  # elements: a block's float64 temporaries (1 MiB each) stay in a core's cache
 T = TypeVar("T")
@@ -80,7 +80,7 @@ def compare(outputs: dict[str, np.ndarray], gold: dict[str, np.ndarray], toleran
     """Compare every graded buffer; the verdict passes only if all of them do.
 
     pointers: the call's pointer parameters in the signature's order, which a margin's poison names by position.
-    axes: by buffer, its axes as its shape names them (`grader.spec.shapes.named_axes`): an index is reported along
+    axes: by buffer, its axes as its shape names them (`grader.assignment.shapes.named_axes`): an index is reported along
     them ("O[N=5, d=3]"); a buffer without them, along its array's shape.
     elements: by buffer, what one element is in words ("token": the spec's `element`).
 

@@ -50,7 +50,7 @@ from grader.sandbox import size_in_words
 from grader.targets.cuda import TARGET as CUDA
 
 if TYPE_CHECKING:
-    from grader.spec import Kernel
+    from grader.assignment import Kernel
 
 T = TypeVar("T")
 
@@ -89,7 +89,7 @@ _RESOURCE_FUNCTION = re.compile(r"^\s*Function (\S+?):\s*$")
 _RESOURCE = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
 _TOOL_MESSAGE = re.compile(r"^\S+ (?:fatal|error|info|warning)\s*: ", re.I)
 # The case parameter that names a tiled kernel's tile edge (tiled-matmul's `tile`), and the evidence kind that
-# asks each edge's shared memory of the binary (grader.spec.model.EVIDENCE).
+# asks each edge's shared memory of the binary (grader.assignment.model.EVIDENCE).
 TILE_PARAMETER = "tile"
 TILE_EVIDENCE = "shared_memory_per_tile"
 

@@ -25,7 +25,7 @@ from grader.cases import Seed, load_inputs, prepare_inputs
 from grader.errors import GoldError, SpecError
 from grader.runner import Call, run_calls
 from grader.sandbox import Sandbox
-from grader.spec import Assignment, Case, Kernel, shape_of
+from grader.assignment import Assignment, Case, Kernel, shape_of
 from grader.status import BuildStatus, CallStatus
 from grader.threadsafe import load_npy
 

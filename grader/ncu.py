@@ -36,14 +36,14 @@ from grader.runner.limits import limits_for
 from grader.runner.plan import plan_for
 from grader.runner.watch import HARNESS_START_LIMIT_S, Session
 from grader.sandbox import Sandbox, sandbox_named
-from grader.spec import Assignment, Kernel, Variant
-from grader.spec.model import NCU_METRICS
+from grader.assignment import Assignment, Kernel, Variant
+from grader.assignment.model import NCU_METRICS
 from grader.status import BuildStatus
 from grader.targets import target_of
 from grader.timing.lock import gpu_lock
 from grader.timing.spec import load_timing
 
-# Each variant-level metric (grader.spec.model.NCU_METRICS) as the ncu counters it is made of.
+# Each variant-level metric (grader.assignment.model.NCU_METRICS) as the ncu counters it is made of.
 COUNTERS: dict[str, tuple[str, ...]] = {
     "shared_bank_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),

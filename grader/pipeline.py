@@ -32,9 +32,9 @@ from grader.timing.alloc_counter import counter_library
 from grader.sandbox import sandbox_named
 from grader.scoring import apply_credit_rules, case_result, score_kernel, score_variants
 from grader.sources import VariantSources, gather_sources
-from grader.spec import Assignment, Case, Kernel
-from grader.spec.model import max_score_of
-from grader.spec.shapes import named_axes
+from grader.assignment import Assignment, Case, Kernel
+from grader.assignment.model import max_score_of
+from grader.assignment.shapes import named_axes
 from grader.status import BuildStatus, CallStatus
 from grader.targets import target_of
 from grader.threadsafe import load_npy

@@ -12,7 +12,7 @@ import importlib.util
 import shutil
 
 from grader.errors import SetupError
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.boundary.runtimes import pinned
 from grader.targets import target_of
 

@@ -196,7 +196,7 @@ class MemoryMeasured:
 
 @dataclass(frozen=True)
 class MemoryBoundResult:
-    """A kernel's memory bound (`grader.spec.MemoryBound`) against what its cases measured: the peak at `case`
+    """A kernel's memory bound (`grader.assignment.MemoryBound`) against what its cases measured: the peak at `case`
     against `max_extra_bytes`, and/or the growth from `small` to `large` against `max_growth` (each peak counted as at
     least `floor_bytes`). Only the cases that ran are there: `grader check` runs the public ones, and a CPU kernel's
     memory is counted only where the grader's counting allocator could be built."""
@@ -253,7 +253,7 @@ class KernelResult:
         return sum(c.passed for c in self.cases)
 
 
-# Each kind of evidence a spec may ask for (grader.spec.model.EVIDENCE), in words: "no tensor-core instruction".
+# Each kind of evidence a spec may ask for (grader.assignment.model.EVIDENCE), in words: "no tensor-core instruction".
 EVIDENCE_WORDS = {"tensor_cores": "tensor-core instruction", "shared_memory": "shared-memory use",
                   "cublas": "call into cuBLAS", "constant_memory": "read of __constant__ memory",
                   "restrict_loads": "read-only (non-coherent) global load",
@@ -425,7 +425,7 @@ class VariantResult:
     # Per source_patterns label ("aligned allocations"): the folder's files whose text matches (reported only).
     source_patterns: dict[str, list[str]] = field(default_factory=dict)
     ncu_metrics: list[str] = field(default_factory=list)  # what ncu measures of it where its claim is one
-    # The credit rules of its group (grader.spec.CreditGroup): the variant of its exclusive set that counted
+    # The credit rules of its group (grader.assignment.CreditGroup): the variant of its exclusive set that counted
     # instead of it (it then counts 0), and its points beyond the group's extra-credit cap (not counted).
     excluded_by: str | None = None
     capped: float = 0.0

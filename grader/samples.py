@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.errors import SpecError
 from grader.sources import overlay_files
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.status import KernelStatus
 
 VARIANT_FILE = "VARIANT.toml"  # what a sample is, beside its files: never part of the submission
@@ -25,7 +25,7 @@ ALL_KERNELS = "all"  # a VARIANT.toml's kernel for a whole submission (a course-
 
 @dataclass(frozen=True)
 class Sample:
-    """One sample submission (not to be confused with an assignment's optimization variants, `grader.spec.Variant`)."""
+    """One sample submission (not to be confused with an assignment's optimization variants, `grader.assignment.Variant`)."""
 
     name: str
     folder: Path

@@ -31,7 +31,7 @@ from grader.gate import Gate
 from grader.runner import Call, CallOutcome, FollowUp, run_calls
 from grader.runner.plan import planned
 from grader.sandbox import Sandbox
-from grader.spec import Assignment, Case, Kernel, allocation_of
+from grader.assignment import Assignment, Case, Kernel, allocation_of
 from grader.status import CallStatus
 from grader.targets import target_of
 

@@ -24,8 +24,8 @@ from grader.targets import target_of
 from grader.sandbox import size_in_words
 from grader.sanitizer import SanitizerReport, findings_of, has_errors
 from grader.sources import VariantSources
-from grader.spec import Assignment, Case, Kernel, MemoryBound, Tolerance, Variant
-from grader.spec.model import MEMORY_FLOOR_BYTES
+from grader.assignment import Assignment, Case, Kernel, MemoryBound, Tolerance, Variant
+from grader.assignment.model import MEMORY_FLOOR_BYTES
 from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus, Outcome, SubmissionStatus
 
 

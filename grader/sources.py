@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader.includes import included_from
-from grader.spec import Assignment, Kernel, Variant
-from grader.spec.kernels import is_glob
+from grader.assignment import Assignment, Kernel, Variant
+from grader.assignment.kernels import is_glob
 from grader.targets import target_of
 
 # A source folder is copied into every kernel's build: bounded, so a submission can't make it huge.

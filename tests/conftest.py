@@ -14,7 +14,7 @@ from grader.options import Options
 from grader.pipeline import grade
 from grader.results import Result
 from grader.samples import Sample, compose, variants
-from grader.spec import ASSIGNMENTS_DIR, Assignment, load_assignment
+from grader.assignment import ASSIGNMENTS_DIR, Assignment, load_assignment
 
 import hermetic
 

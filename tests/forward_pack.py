@@ -14,7 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 
 KERNELS_DIR = Path(__file__).parent / "forward_cpu"
 NAME = "gpt2-cpu"

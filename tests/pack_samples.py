@@ -10,7 +10,7 @@ import pytest
 
 from grader.results import KernelResult, Result
 from grader.samples import Sample, variants
-from grader.spec import Assignment
+from grader.assignment import Assignment
 
 from conftest import grade_variant
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from grader.build import Artifact, build_submission
 from grader.cases import Seed, prepare_inputs
 from grader.runner import Call
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 HEADER = """
 [assignment]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.results import Result
-from grader.spec import PROJECT_ROOT
+from grader.assignment import PROJECT_ROOT
 from grader.store import Store
 
 

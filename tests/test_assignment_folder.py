@@ -18,7 +18,7 @@ import pytest
 from grader.cases import Seed, make_case_inputs
 from grader.errors import SpecError
 from grader.samples import VARIANT_FILE, compose, variants
-from grader.spec import ASSIGNMENTS_DIR, list_assignments, load_assignment
+from grader.assignment import ASSIGNMENTS_DIR, list_assignments, load_assignment
 
 from test_cli import grader
 

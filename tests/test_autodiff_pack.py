@@ -23,7 +23,7 @@ from grader.options import Options
 from grader.pipeline import grade
 from grader.report.hints import kernel_hints
 from grader.samples import Sample, compose
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import variant_params
 from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of, sample_named

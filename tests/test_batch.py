@@ -14,7 +14,7 @@ import pytest
 from grader.cli import main
 from grader.results import Result
 from grader.samples import compose, variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.store import Store
 
 DEADLINE = "2026-03-01 23:59 America/Chicago"

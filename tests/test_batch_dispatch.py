@@ -20,7 +20,7 @@ from grader.dispatch.slurm import SlurmExecutor, time_limit_minutes
 from grader.gate import Gate
 from grader.options import Options
 from grader.samples import compose, variants
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 
 def test_each_run_slot_process_sees_only_its_gpu() -> None:

@@ -33,7 +33,7 @@ from grader.pipeline import grade
 from grader.results import Result, Retry
 from grader.samples import Sample, compose, variants
 from grader.sandbox.host import make_searchable
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.store import Store
 
 from conftest import with_time_limit

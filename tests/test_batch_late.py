@@ -10,7 +10,7 @@ import pytest
 
 from grader.errors import SpecError
 from grader.batch.late import apply_late_policy, late_days
-from grader.spec import LatePolicy, load_assignment
+from grader.assignment import LatePolicy, load_assignment
 from grader.store import Store
 
 from conftest import copy_assignment

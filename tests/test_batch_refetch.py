@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.store import FETCH_ATTEMPTS, Store
 
 from git_server import GitServer

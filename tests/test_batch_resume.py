@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.store import Store
 
 from test_batch import DEADLINE, commit, at, submission

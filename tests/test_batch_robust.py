@@ -26,7 +26,7 @@ from grader.dispatch import Job
 from grader.dispatch.local import LocalExecutor
 from grader.options import Options
 from grader.samples import compose
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.store import STORE_VERSION, Store, plan_run
 
 from test_batch import DEADLINE, at, commit, submission

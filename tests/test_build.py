@@ -13,7 +13,7 @@ import pytest
 
 from grader.build import build_submission, library_flags, save_build, summarise_compiler_output, toolchain_for
 from grader.targets.shim import SHIM_SYMBOL, shim_source
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 needs_cublas = pytest.mark.skipif(shutil.which("nvcc") is None or not library_flags(("cublas",), toolchain_for("cuda")),
@@ -311,7 +311,7 @@ def test_without_cublas_on_the_machine_a_kernel_that_uses_it_is_the_machines_fai
     """Not a compile error to fix: the student's cuBLAS kernel (tiled-matmul's matmul_cublas includes cublas_v2.h)
     is the grading machine's fault, named as such and kept out of the build cache."""
     from grader.errors import MachineError
-    from grader.spec import load_assignment
+    from grader.assignment import load_assignment
     from grader.targets.cuda import CudaTarget
 
     pack = load_assignment("tiled-matmul")

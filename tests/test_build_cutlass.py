@@ -17,7 +17,7 @@ from grader.build import build_submission
 from grader.errors import MachineError
 from grader.sandbox import sandbox_named
 from grader.sources import gather_sources
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.targets.cuda import CUTLASS_VARIABLE, cutlass_include
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")

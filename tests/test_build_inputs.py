@@ -8,7 +8,7 @@ import pytest
 from grader.build import build_key, toolchain_for
 from grader.includes import compiler_inputs
 from grader.sources import gather_sources
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 SHIM = '#include <cstdio>\n#include "kernels/encoder.cuh"\n'
 OTHERS = ("kernels/matmul.cuh", "kernels/softmax.cuh")

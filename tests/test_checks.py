@@ -11,7 +11,7 @@ import pytest
 import grader
 from grader.checks import CHECK_NAMES, check_named
 from grader.errors import SpecError
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 from conftest import copy_assignment
 

@@ -23,7 +23,7 @@ from grader.cli.check import ASSIGNMENT_FILE, assignment_file, assignment_named_
 from grader.errors import SubmissionError
 from grader.export.workflow import TEMPLATE_WORKFLOW, WORKFLOW, template_workflow
 from grader.sources import gather_sources
-from grader.spec import PROJECT_ROOT, Assignment, list_assignments, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, list_assignments, load_assignment
 from grader.targets import target_of
 
 from test_cli import grader

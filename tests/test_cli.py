@@ -14,7 +14,7 @@ import git
 import pytest
 
 from grader.samples import compose, variants
-from grader.spec import PROJECT_ROOT, load_assignment
+from grader.assignment import PROJECT_ROOT, load_assignment
 
 
 def grader(*arguments: str, cache_dir: Path, cwd: Path | None = None, env: dict[str, str] | None = None

@@ -12,7 +12,7 @@ import pytest
 
 from grader.batch.roster import POSITIONAL
 from grader.cli import command_modules, main
-from grader.spec import PROJECT_ROOT
+from grader.assignment import PROJECT_ROOT
 
 from test_store import result as small_result
 

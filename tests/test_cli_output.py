@@ -21,7 +21,7 @@ from grader.dispatch import local
 from grader.runner.limits import submission_budget
 from grader.batch.roster import read_roster
 from grader.samples import compose
-from grader.spec import PROJECT_ROOT, load_assignment
+from grader.assignment import PROJECT_ROOT, load_assignment
 
 from test_batch_robust import batch
 from test_store import result as small_result

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from grader.spec import ASSIGNMENTS_DIR
+from grader.assignment import ASSIGNMENTS_DIR
 
 from test_cli import grader
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from grader.boundary.protocol import POISON_BITS
 from grader.compare import compare
-from grader.spec import Tolerance
+from grader.assignment import Tolerance
 
 TOLERANCE = Tolerance(atol=1e-3, rtol=1e-2)
 
@@ -72,7 +72,7 @@ def test_tolerance_used_says_how_close_the_worst_element_came() -> None:
 def test_an_output_of_a_dtype_the_harness_never_writes_fails_its_case_with_words() -> None:
     # Code that rewrites its output file after the call (an exit handler) must fail the case, never the grader.
     from grader.compare import compare
-    from grader.spec import Tolerance
+    from grader.assignment import Tolerance
 
     gold = {"out": np.zeros((4, 4))}
     verdict = compare({"out": np.zeros((4, 4), dtype=np.float16)}, gold, Tolerance(1e-5, 1e-5))

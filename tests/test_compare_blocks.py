@@ -19,7 +19,7 @@ import whole_array_compare
 from grader.boundary.protocol import POISON_BITS
 import grader.compare
 from grader.compare import compare
-from grader.spec import Tolerance
+from grader.assignment import Tolerance
 
 TOLERANCES = (Tolerance(atol=1e-3, rtol=1e-2), Tolerance(atol=1e-6, rtol=1e-6), Tolerance(atol=0.0, rtol=1e-4),
               Tolerance(atol=1e-5, rtol=0.0), Tolerance(atol=0.0, rtol=0.0))

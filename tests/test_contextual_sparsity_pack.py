@@ -19,8 +19,8 @@ from grader.options import Options
 from grader.pipeline import grade
 from grader.report import html
 from grader.samples import Sample
-from grader.spec import Assignment, load_assignment
-from grader.spec.assignments import load_assignment_module
+from grader.assignment import Assignment, load_assignment
+from grader.assignment.assignments import load_assignment_module
 
 from conftest import needs_torch, variant_params
 from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of, sample_named

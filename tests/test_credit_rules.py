@@ -15,8 +15,8 @@ from grader.report.credit import credit_lines, group_sentence
 from grader.report.render import variant_flags
 from grader.results import Environment, KernelResult, Result, Submission, VariantResult
 from grader.scoring import apply_credit_rules
-from grader.spec import CreditGroup, load_assignment
-from grader.spec.model import max_score_of
+from grader.assignment import CreditGroup, load_assignment
+from grader.assignment.model import max_score_of
 from grader.status import KernelStatus, Outcome
 
 from conftest import copy_assignment

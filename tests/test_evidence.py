@@ -15,7 +15,7 @@ from grader.evidence import FunctionEvidence, LibraryEvidence, evidence_of, tile
 from grader.report.evidence import EvidenceSummary, summarize_evidence, variant_evidence
 from grader.results import CaseResult, FunctionFacts, LaunchedKernel, LibraryFacts, VariantResult
 from grader.status import CaseStatus
-from grader.spec import PROJECT_ROOT, load_assignment
+from grader.assignment import PROJECT_ROOT, load_assignment
 from grader.targets.cuda import TARGET as CUDA
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -22,7 +22,7 @@ from grader.report import gradescope
 from grader.results import Result
 from grader.samples import compose, variants
 from grader.sources import interface_headers
-from grader.spec import PROJECT_ROOT, load_assignment
+from grader.assignment import PROJECT_ROOT, load_assignment
 
 from report_fixtures import class_results  # noqa: F401  (a fixture)
 from sandbox_fixtures import docker_ready  # noqa: F401  (a fixture)

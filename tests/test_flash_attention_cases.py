@@ -12,7 +12,7 @@ import pytest
 from grader.cases import Seed, make_case_inputs
 from grader.options import Options
 from grader.pipeline import grade
-from grader.spec import Case, Kernel, load_assignment
+from grader.assignment import Case, Kernel, load_assignment
 
 FLASH = load_assignment("flash-attention-cpu")
 EXP_OVERFLOWS = 88.8  # float32 exp(x) is inf past log(FLT_MAX) = 88.72

@@ -12,7 +12,7 @@ from grader.errors import SpecError
 from grader.options import Options
 from grader.report.density import render
 from grader.report.scaling import fit_exponent, memory_growths
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import TimingStatus
 from grader.timing.results import SubmissionTiming
 from grader.timing.run import time_submission

@@ -14,7 +14,7 @@ from grader.cases import Seed, make_case_inputs
 from grader.options import Options
 from grader.pipeline import grade
 from grader.samples import Sample, variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import variant_params
 from pack_samples import Graded, assert_expected_verdicts, graded_once, kernel_of

@@ -12,7 +12,7 @@ import pytest
 from grader.options import Options
 from grader.report.density import render
 from grader.report.scaling import MemoryGrowth, memory_growths
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import TimingStatus
 from grader.timing.results import SubmissionTiming
 from grader.timing.run import time_submission

@@ -12,7 +12,7 @@ from grader.options import Options
 from grader.pipeline import grade
 from grader.results import KernelResult
 from grader.report.hints import forbidden_notes
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.status import KernelStatus
 
 FORBIDS_QSORT = PACK.replace('target = "cpp"', 'target = "cpp"\nforbidden_symbols = ["qsort"]')

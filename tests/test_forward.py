@@ -22,7 +22,7 @@ from grader.pipeline import grade
 from grader.report.hints import kernel_hints
 from grader.results import Result
 from grader.runner import CallOutcome
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.status import CallStatus
 from grader.store import upgraded_result_json
 

@@ -15,7 +15,7 @@ from grader.errors import GoldError, SpecError
 import grader.gold
 from grader.gold import FACTS_FILE, gold_outputs
 from grader.sandbox.local import LocalSandbox
-from grader.spec import Assignment, Tolerance, load_assignment
+from grader.assignment import Assignment, Tolerance, load_assignment
 
 
 def small_gpt2_selection(cache_dir: Path) -> tuple[Assignment, list]:

@@ -19,7 +19,7 @@ from grader.report.evidence import variant_evidence
 from grader.results import KernelResult
 from grader.samples import compose, variants
 from grader.scoring import score_variants
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import BuildStatus, KernelStatus
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

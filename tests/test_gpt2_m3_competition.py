@@ -28,7 +28,7 @@ from grader.pipeline import not_graded
 from grader.report import dashboard, gradescope
 from grader.results import Submission, SubmissionStatus
 from grader.runner import CallOutcome
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.status import CallStatus, TimingStatus
 
 from forward_pack import make_forward_pack, mutant, submission
@@ -55,7 +55,7 @@ def test_gpt2_m3_documents_its_run_set_at_gpt2_124m_shapes() -> None:
 
 
 def test_gpt2_m3s_readme_and_template_say_the_competition_rule() -> None:
-    from grader.spec import PROJECT_ROOT
+    from grader.assignment import PROJECT_ROOT
 
     readme = (PROJECT_ROOT / "README.md").read_text()
     assert "kernels_competition/" in readme and "--competition" in readme

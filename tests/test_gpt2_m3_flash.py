@@ -25,7 +25,7 @@ from grader.results import CaseResult, KernelResult, Result, ScratchWritten
 from grader.samples import compose, variants
 from grader.scoring import score_variants
 from grader.sources import VariantSources
-from grader.spec import Assignment, allocation_of, load_assignment
+from grader.assignment import Assignment, allocation_of, load_assignment
 from grader.status import BuildStatus, CaseStatus, KernelStatus
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -29,7 +29,7 @@ import pytest
 
 from grader.cases import Seed, make_case_inputs
 from grader.compare import compare
-from grader.spec import Assignment, Case, load_assignment
+from grader.assignment import Assignment, Case, load_assignment
 
 f32 = np.float32
 

@@ -30,8 +30,8 @@ from grader.errors import SpecError
 from grader.results import KernelResult
 from grader.runner import CallOutcome
 from grader.samples import compose, variants
-from grader.spec import Assignment, load_assignment
-from grader.spec.shapes import shape_of
+from grader.assignment import Assignment, load_assignment
+from grader.assignment.shapes import shape_of
 from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus
 from grader.targets import target_named
 

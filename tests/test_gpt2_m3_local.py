@@ -21,8 +21,8 @@ from grader.results import CaseResult
 from grader.samples import compose, variants
 from grader.scoring import score_kernel
 from grader.sources import Origin, SourceFile, defined_function
-from grader.spec import Assignment, load_assignment
-from grader.spec.kernels import load_kernel
+from grader.assignment import Assignment, load_assignment
+from grader.assignment.kernels import load_kernel
 from grader.status import BuildStatus, CaseStatus, KernelStatus
 
 from local_attention_emulation import FAMILIES, heads, truth

@@ -18,7 +18,7 @@ import pytest
 
 from grader.cases import Seed, make_case_inputs
 from grader.samples import Sample, variants
-from grader.spec import Assignment, Case, load_assignment
+from grader.assignment import Assignment, Case, load_assignment
 
 EMULATION = Path(__file__).parent / "cuda_emulation" / "fibers"
 LAUNCH = re.compile(r"([A-Za-z_]\w*)\s*<<<(.*?)>>>\s*\((.*?)\)\s*;", re.S)

@@ -20,7 +20,7 @@ from grader.report.render import variant_flags
 from grader.results import KernelResult, VariantResult
 from grader.samples import compose, variants
 from grader.scoring import apply_credit_rules, score_variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.status import BuildStatus, KernelStatus, Outcome
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

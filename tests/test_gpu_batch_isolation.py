@@ -21,7 +21,7 @@ from grader.dispatch.local import LocalExecutor
 from grader.options import Options
 from grader.results import Result
 from grader.samples import Sample, variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.store import Store
 
 from conftest import with_time_limit

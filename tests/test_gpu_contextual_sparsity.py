@@ -16,7 +16,7 @@ import pytest
 from grader.cases import Seed, make_case_inputs
 from grader.options import Options
 from grader.pipeline import grade
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.targets import target_of
 
 from conftest import needs_torch

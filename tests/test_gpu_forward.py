@@ -15,7 +15,7 @@ from grader.options import Options
 from grader.pipeline import grade
 from grader.results import Result
 from grader.samples import compose
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import grade_variant, with_time_limit
 

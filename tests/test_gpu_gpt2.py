@@ -12,7 +12,7 @@ import pytest
 from grader.options import Options
 from grader.pipeline import grade
 from grader.samples import Sample, variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import grade_variant, variant_params, with_time_limit
 

@@ -17,7 +17,7 @@ from grader.pipeline import grade
 from grader.report.evidence import variant_evidence
 from grader.results import KernelResult, Result, VariantResult
 from grader.samples import compose, variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
 
 from conftest import grade_variant, with_time_limit

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.results import Result
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
 
 from conftest import grade_variant

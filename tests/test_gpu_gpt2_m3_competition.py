@@ -16,7 +16,7 @@ from grader.competition.results import CompetitionResult
 from grader.competition.run import compete
 from grader.competition.spec import load_competition
 from grader.options import Options
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.status import TimingStatus
 
 pytestmark = pytest.mark.gpu

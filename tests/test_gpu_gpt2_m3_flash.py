@@ -17,7 +17,7 @@ import pytest
 from grader.report.render import variant_flags
 from grader.results import KernelResult, Result, VariantResult
 from grader.samples import Sample, variants
-from grader.spec import Assignment, allocation_of, load_assignment
+from grader.assignment import Assignment, allocation_of, load_assignment
 from grader.status import KernelStatus, Outcome
 
 from conftest import grade_variant, with_time_limit

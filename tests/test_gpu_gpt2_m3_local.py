@@ -14,7 +14,7 @@ import pytest
 
 from grader.results import KernelResult, Result
 from grader.samples import Sample, variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
 
 from conftest import grade_variant, variant_params, with_time_limit

@@ -21,7 +21,7 @@ from grader.report.evidence import variant_evidence
 from grader.report.render import variant_flags
 from grader.results import Result
 from grader.samples import variants
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
 from grader.targets.cuda import cutlass_include
 

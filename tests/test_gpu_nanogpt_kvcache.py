@@ -12,7 +12,7 @@ import pytest
 
 from grader.options import Options
 from grader.pipeline import grade
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.timing.run import time_submission
 from grader.timing.spec import load_timing
 from grader.sweeps.density import sweep_points

@@ -20,7 +20,7 @@ from grader.runner import Call, run_calls
 from grader.samples import compose, variants
 from grader.sandbox.local import LocalSandbox
 from grader.sanitizer import sanitizer_binary
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import grade_variant, with_time_limit
 from sandbox_fixtures import ATTACK_PORT, loopback_listener, docker_unavailable_reason

@@ -17,7 +17,7 @@ from grader.results import Result
 from grader.samples import compose, variants
 from grader.sandbox.local import LocalSandbox
 from grader.sanitizer import sanitize, sanitizer_binary
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import grade_variant, with_time_limit
 

@@ -22,7 +22,7 @@ from grader.report.matmul_sweep import render, shares, sweet_spots
 from grader.results import Result
 from grader.samples import Sample
 from grader.sanitizer import sanitizer_binary
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.status import KernelStatus, TimingStatus
 from grader.timing.points import speedup_awards
 from grader.timing.run import time_submission

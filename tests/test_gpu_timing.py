@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.options import Options
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.status import TimingStatus
 from grader.timing.results import KernelTiming
 from grader.timing.run import time_submission

@@ -25,7 +25,7 @@ from test_export_gradescope import autograder_zip  # noqa: F401 -- the zip as `g
 from test_export_gradescope import CONTAINER_UIDS, assert_the_secret_stayed_secret, leaking_upload
 from grader.errors import GraderError
 from grader.samples import variants
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.status import CaseStatus
 
 jsonschema = pytest.importorskip("jsonschema", reason="validates results.json (pip install '.[test]')")

@@ -14,7 +14,7 @@ from grader import device
 from grader.options import Options
 from grader.pipeline import grade
 from grader.results import Result
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 PACK = """
 [assignment]

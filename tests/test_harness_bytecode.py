@@ -14,7 +14,7 @@ from grader.runner import bytecode
 from grader.runner.bytecode import STAMP, harness_bytecode
 from grader.sandbox import Limits, Mounts, sandbox_named
 from grader.sandbox.local import LocalSandbox
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.status import KernelStatus
 
 from conftest import grade_variant

@@ -28,7 +28,7 @@ from grader.runner.slots import HARNESSES_ENV, harnesses_for
 from grader.samples import variants
 from grader.sandbox import sandbox_named
 from grader.sandbox.process import ProcessSandbox
-from grader.spec import Assignment
+from grader.assignment import Assignment
 
 from conftest import grade_variant
 from probe_pack import make_probe, probe_calls

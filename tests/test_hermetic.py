@@ -14,7 +14,7 @@ from pathlib import Path
 from grader.batch.lock import CACHE_LOCK, BatchLock
 from grader.cli import main
 from grader.options import default_cache_dir
-from grader.spec import PROJECT_ROOT
+from grader.assignment import PROJECT_ROOT
 from grader.timing.lock import locks_folder
 
 import hermetic

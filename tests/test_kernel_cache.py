@@ -15,7 +15,7 @@ from grader.pipeline import grade
 from grader.runner import kernel_cache
 from grader.boundary.runtimes import runtime_named
 from grader.runner.kernel_cache import FOLDER, KernelCache, uses_kernel_cache
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.targets import target_with
 from grader.timing.run import swept_cases
 

@@ -16,7 +16,7 @@ from grader.errors import SpecError
 from grader.options import Options
 from grader.pipeline import grade
 from grader.sources import Origin, gather_sources, glob_matches
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import copy_assignment
 

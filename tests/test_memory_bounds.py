@@ -19,8 +19,8 @@ from grader.report.hints import kernel_hints
 from grader.results import CaseResult, Result
 from grader.samples import compose, variants
 from grader.scoring import judge_memory_bound
-from grader.spec import Assignment, MemoryBound, load_assignment
-from grader.spec.model import MEMORY_FLOOR_BYTES
+from grader.assignment import Assignment, MemoryBound, load_assignment
+from grader.assignment.model import MEMORY_FLOOR_BYTES
 from grader.status import CaseStatus
 
 from conftest import copy_assignment

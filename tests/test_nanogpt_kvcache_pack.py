@@ -21,8 +21,8 @@ from grader.gold import judged_with
 from grader.options import Options
 from grader.pipeline import grade
 from grader.samples import Sample
-from grader.spec import Assignment, load_assignment
-from grader.spec.kernels import load_kernel
+from grader.assignment import Assignment, load_assignment
+from grader.assignment.kernels import load_kernel
 from grader.targets import target_of
 
 from conftest import grade_variant, needs_torch, variant_params

@@ -13,7 +13,7 @@ import pytest
 
 from grader.ncu import (COUNTERS, NcuFigure, NcuReport, chosen_variants, launches_of, ncu_errors, per_call, runs_for,
                         submitted_runs, value_of)
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 from test_cli import grader
 

@@ -20,7 +20,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 import grader
 from grader.dispatch import slurm
-from grader.spec import PROJECT_ROOT
+from grader.assignment import PROJECT_ROOT
 
 PACKAGE = Path(grader.__file__).resolve().parent
 NOT_DATA = ("*.py", "*.pyc", "*.so", "*.o")  # the package's code, and what running it leaves
@@ -92,7 +92,7 @@ def test_an_installed_grader_finds_its_template_and_asks_for_kernel_grader_home(
     code = ("import grader, grader.dispatch.slurm as s, grader.report.render as r\n"
             "print(grader.__file__); print(s.TEMPLATE.is_file(), s.TEMPLATE)\n"
             "r.environment(autoescape=True).get_template('report.html.j2')\n"
-            "from grader.spec import list_assignments\n"
+            "from grader.assignment import list_assignments\n"
             "print(' '.join(a.name for a in list_assignments()))\n")
     alone = run_installed(installed, code)
     assert alone.returncode == 1 and alone.stdout.startswith(str(installed / "grader")), alone.stdout + alone.stderr

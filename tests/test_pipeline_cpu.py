@@ -16,7 +16,7 @@ from grader.options import Options
 from grader.pipeline import grade
 from grader.results import Result
 from grader.samples import Sample, variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import copy_assignment, grade_variant, variant_params, with_time_limit
 

@@ -20,7 +20,7 @@ from grader.cli.options import add_report_options, write_reports
 from grader.errors import SpecError
 from grader.report.formats import REPORT, ReportFormat, register_format
 from grader.report.render import number
-from grader.spec import PROJECT_ROOT, load_assignment
+from grader.assignment import PROJECT_ROOT, load_assignment
 from grader.status import TimingStatus
 from grader.sweeps import register_sweep_page
 from grader.timing.results import KernelTiming, SubmissionTiming

@@ -19,7 +19,7 @@ from grader.pipeline import grade
 from grader.report.hints import case_hints
 from grader.results import KernelResult, Result
 from grader.samples import compose, variants
-from grader.spec import Assignment, Tolerance
+from grader.assignment import Assignment, Tolerance
 
 TOLERANCE = Tolerance(atol=1e-3, rtol=1e-2)
 POINTERS = ("Q", "K", "V", "O")

@@ -20,7 +20,7 @@ from grader.runner.events import record
 from grader.runner.plan import plan_for
 from grader.runner.watch import HarnessExit
 from grader.sandbox import sandbox_named
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.status import CallStatus
 
 

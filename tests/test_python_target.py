@@ -16,7 +16,7 @@ from grader.options import Options
 from grader.pipeline import grade
 from grader.report.hints import forbidden_notes
 from grader.samples import Sample, compose
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 from grader.targets import python_build, target_named, target_of, target_with
 from grader.targets.python import module_name, named_imports
 

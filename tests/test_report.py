@@ -18,7 +18,7 @@ from grader.compare import compare
 from grader.report import html, markdown, terminal
 from grader.report.hints import case_hints, kernel_hints
 from grader.results import CaseResult, Environment, KernelResult, MarginRead, Mismatch, Result, Submission
-from grader.spec import Tolerance, load_assignment
+from grader.assignment import Tolerance, load_assignment
 
 from report_fixtures import class_results  # noqa: F401  (a fixture)
 

@@ -49,6 +49,6 @@ def test_a_report_imports_only_the_result_model(path: Path) -> None:
 def test_the_boundary_check_sees_what_crosses_it(tmp_path: Path) -> None:
     crossing = tmp_path / "crossing.py"
     crossing.write_text("import json\nfrom grader.results import Result\n\n\ndef f():\n"
-                        "    from grader.spec import PROJECT_ROOT\n    import grader.timing.table\n"
+                        "    from grader.assignment import PROJECT_ROOT\n    import grader.timing.table\n"
                         "    from .. import pipeline\n")
-    assert [m for _, m in imports_of(crossing) if not allowed(m)] == ["grader.spec", "grader.timing.table", ".."]
+    assert [m for _, m in imports_of(crossing) if not allowed(m)] == ["grader.assignment", "grader.timing.table", ".."]

@@ -15,7 +15,7 @@ import pytest
 from grader.cli import main
 from grader.report import dashboard
 from grader.results import KernelResult, Result
-from grader.spec import PROJECT_ROOT
+from grader.assignment import PROJECT_ROOT
 from grader.status import KernelStatus
 
 from report_fixtures import class_results, class_store  # noqa: F401  (fixtures)

@@ -26,7 +26,7 @@ from grader.report.render import sizes
 from grader.results import Result
 from grader.runner import Call
 from grader.samples import compose, variants
-from grader.spec import PROJECT_ROOT, load_assignment
+from grader.assignment import PROJECT_ROOT, load_assignment
 
 # The line the compiler quotes, with the square brackets that rich's markup would eat.
 SOURCE_LINE = "const float old_scale = std::exp(m[row] - m_new);"

@@ -16,7 +16,7 @@ from grader.boundary.runtimes import needs_gpu_for, pinned, runtime_for, runtime
 from grader.errors import SpecError
 from grader.options import Options
 from grader.pipeline import grade
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.targets import target_of
 
 GRADER = Path(grader.__file__).resolve().parent

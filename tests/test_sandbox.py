@@ -223,7 +223,7 @@ def test_whole_pipeline_grades_through_the_unshare_fallback(tmp_path: Path, monk
     """Without bwrap (as on the GPU runner) the run's plan under /tmp must still be visible inside."""
     from grader.options import Options
     from grader.pipeline import grade
-    from grader.spec import load_assignment
+    from grader.assignment import load_assignment
 
     if not NamespaceSandbox()._can_unshare():
         pytest.skip("the unshare fallback needs root, setpriv and util-linux unshare")

@@ -20,7 +20,7 @@ import pytest
 from grader.cache import STAGING
 from grader.results import Result
 from grader.samples import Sample, variants
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 
 from conftest import grade_variant, with_time_limit
 from sandbox_fixtures import ATTACK_PORT, loopback_listener, backend, docker_ready, orphaned_harnesses, run_folders, settled  # noqa: F401  (fixtures)

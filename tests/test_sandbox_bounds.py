@@ -23,7 +23,7 @@ from grader.sandbox.cgroups import NO_CGROUPS, Cgroup
 from grader.sandbox.host import data_limit
 from grader.sandbox.local import LocalSandbox as NamespaceSandbox
 from grader.samples import variants
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 from conftest import grade_variant, with_time_limit
 from sandbox_fixtures import docker_ready  # noqa: F401  (fixture)

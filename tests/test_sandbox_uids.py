@@ -22,7 +22,7 @@ from grader.errors import GraderError
 from grader.samples import variants
 from grader.sandbox import Limits, Mounts, sandbox_named
 from grader.sandbox.uids import LEASES, UidRange, lease_uid, processes_of, uid_range
-from grader.spec import Assignment
+from grader.assignment import Assignment
 
 from conftest import grade_variant, with_time_limit
 

@@ -12,7 +12,7 @@ from grader.errors import SpecError
 from grader.results import CaseResult
 from grader.sanitizer import findings_of, has_errors, parse_report, smallest_case
 from grader.scoring import score_kernel
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 from conftest import copy_assignment
 

@@ -19,7 +19,7 @@ from grader.options import Options
 from grader.runner import run_calls
 from grader.sandbox import sandbox_named
 from grader.sanitizer import SanitizerCheck, SanitizerReport, cached_report, sanitizer_version
-from grader.spec import Assignment
+from grader.assignment import Assignment
 
 from probe_pack import make_probe, probe_calls
 

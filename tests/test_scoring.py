@@ -7,7 +7,7 @@ import dataclasses
 from grader.build import Artifact
 from grader.results import CaseResult, ForbiddenUse
 from grader.scoring import case_result, score_kernel
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.status import CaseStatus
 
 KERNEL = load_assignment("flash-attention-cpu").kernel("flash_attention")  # weight 2

@@ -16,7 +16,7 @@ from grader.gold import gold_outputs, meaningful_inputs
 from grader.options import Options
 from grader.pipeline import grade
 from grader.sandbox.local import LocalSandbox
-from grader.spec import ASSIGNMENTS_DIR, Assignment, load_assignment
+from grader.assignment import ASSIGNMENTS_DIR, Assignment, load_assignment
 
 SECRETS = [f"secret-{i}" for i in range(50)]
 # Cases whose inputs hold more elements than this are left out of the sweep: their gold takes seconds, and the

@@ -24,7 +24,7 @@ from grader.dispatch.slurm import SlurmExecutor
 from grader.dispatch.slurm_task import TaskFileError, read_task, write_task_file
 from grader.options import Options
 from grader.results import Result
-from grader.spec import PROJECT_ROOT, load_assignment
+from grader.assignment import PROJECT_ROOT, load_assignment
 from grader.store import Store
 
 from test_batch import DEADLINE, make_repo

@@ -13,7 +13,7 @@ from grader.options import Options
 from grader.pipeline import build_stage
 from grader.samples import VARIANT_FILE, compose, variants
 from grader.sources import SOURCE_DIR_FILES, Origin, Overlay, gather_sources, interface_headers, overlay_files
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from grader.report.hints import forbidden_notes, kernel_hints
 from grader.results import Result
 from grader.report.scaling import memory_growths
 from grader.samples import Sample, compose, variants
-from grader.spec import Assignment, load_assignment, shape_of
+from grader.assignment import Assignment, load_assignment, shape_of
 from grader.status import CaseStatus, TimingStatus
 from grader.targets import python_build, target_of
 from grader.targets.python import import_patterns, named_methods

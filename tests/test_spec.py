@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import SpecError
-from grader.spec import evaluate, list_assignments, load_assignment, parse_signature
+from grader.assignment import evaluate, list_assignments, load_assignment, parse_signature
 
 from conftest import copy_assignment
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import SpecError
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 from conftest import copy_assignment
 

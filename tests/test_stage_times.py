@@ -8,7 +8,7 @@ from pathlib import Path
 from grader.options import Options
 from grader.pipeline import StageTimes, build_stage, execute_stage, score_stage
 from grader.samples import compose
-from grader.spec import Assignment
+from grader.assignment import Assignment
 
 
 def test_total_is_the_wall_time_not_a_sum_that_counts_harness_start_ups_twice(flash: Assignment, tmp_path: Path,

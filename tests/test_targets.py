@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import SpecError
-from grader.spec import PROJECT_ROOT, load_assignment
+from grader.assignment import PROJECT_ROOT, load_assignment
 from grader.targets import TARGET_NAMES, target_named
 
 PACKAGE = PROJECT_ROOT / "grader"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 from conftest import copy_assignment
 from test_batch import DEADLINE, make_repo, run_batch

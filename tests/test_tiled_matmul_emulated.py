@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.spec import PROJECT_ROOT
+from grader.assignment import PROJECT_ROOT
 
 KERNEL = PROJECT_ROOT / "assignments" / "gpt2-m2" / "reference" / "kernels_req_0" / "matmul.cuh"
 EMULATOR = Path(__file__).parent / "cuda_emulation" / "tiled_matmul.cpp"

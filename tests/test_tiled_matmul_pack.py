@@ -24,7 +24,7 @@ from grader.samples import Sample, compose, variants
 from grader.sandbox import sandbox_named
 from grader.sanitizer import smallest_case
 from grader.scoring import score_kernel
-from grader.spec import Assignment, Kernel, load_assignment
+from grader.assignment import Assignment, Kernel, load_assignment
 from grader.status import BuildStatus, CaseStatus, KernelStatus
 from grader.timing.spec import load_timing
 

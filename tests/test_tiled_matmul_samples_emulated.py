@@ -17,7 +17,7 @@ import pytest
 
 from grader.cases import Seed, make_case_inputs
 from grader.samples import variants
-from grader.spec import Assignment, Case, Kernel, load_assignment
+from grader.assignment import Assignment, Case, Kernel, load_assignment
 
 EMULATION = Path(__file__).parent / "cuda_emulation" / "fibers"
 # `name<T><<<grid, block>>>(args);` -> a launch the stand-in runs.

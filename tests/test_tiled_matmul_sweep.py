@@ -15,7 +15,7 @@ from grader.boundary.timing_statistics import Summary
 from grader.cli import main
 from grader.errors import SpecError
 from grader.report.matmul_sweep import render, share_words, shares, sweet_spot_words, sweet_spots
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import TimingStatus
 from grader.timing.points import award_words, speedup_awards
 from grader.timing.results import KernelTiming, SubmissionTiming

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from grader.spec import PROJECT_ROOT
+from grader.assignment import PROJECT_ROOT
 
 SIZE = 64
 

@@ -12,7 +12,7 @@ import pytest
 from grader.boundary.timing_statistics import StopRule, geometric_mean, relative_standard_error, stop_reason, summarise
 from grader.cases import Seed, load_inputs, prepare_inputs
 from grader.errors import GraderError, SpecError
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.status import TimingStatus
 from grader.timing.results import KernelTiming, SubmissionTiming
 from grader.timing.run import pool_inputs

@@ -19,7 +19,7 @@ from grader.boundary.timing_statistics import StopRule
 from grader.cases import Seed
 from grader.options import Options
 from grader.runner.plan import Call, plan_for
-from grader.spec import PROJECT_ROOT, Assignment
+from grader.assignment import PROJECT_ROOT, Assignment
 from grader.status import TimingStatus
 from grader.timing.run import pool_inputs, time_submission
 from grader.timing.spec import parse_timing

@@ -8,7 +8,7 @@ from pathlib import Path
 from grader.report.hints import case_hints
 from grader.runner.events import uncaught_exception
 from grader.samples import variants
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.status import KernelStatus
 
 from conftest import grade_variant

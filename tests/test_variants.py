@@ -21,7 +21,7 @@ from grader.report import gradebook, html, markdown, terminal
 from grader.report.evidence import variant_evidence
 from grader.results import KernelResult, Result
 from grader.scoring import score_variants
-from grader.spec import ASSIGNMENTS_DIR, Assignment, load_assignment
+from grader.assignment import ASSIGNMENTS_DIR, Assignment, load_assignment
 from grader.status import KernelStatus, Outcome
 from grader.store import Store
 

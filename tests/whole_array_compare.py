@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grader.boundary.protocol import never_written
-from grader.spec import Tolerance
+from grader.assignment import Tolerance
 
 
 @dataclass(frozen=True)

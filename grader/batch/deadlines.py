@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.batch.roster import Entry
 from grader.errors import SubmissionError
-from grader.spec import LatePolicy
+from grader.assignment import LatePolicy
 from grader.timestamps import parse_timestamp
 
 DAY = datetime.timedelta(days=1)

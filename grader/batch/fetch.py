@@ -33,7 +33,7 @@ from grader.errors import GraderError, SubmissionError
 from grader.options import Options
 from grader.pipeline import not_graded
 from grader.results import Submission
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.status import SubmissionStatus
 
 # Never wait for a password, and give up on a transfer that stalls: one dead server must not hold

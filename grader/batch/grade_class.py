@@ -30,7 +30,7 @@ from grader.dispatch.slurm import SlurmExecutor
 from grader.errors import StoreError
 from grader.options import Options
 from grader.results import LaterCommit, Result
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.store import FETCH_ATTEMPTS, Store, plan_run
 
 

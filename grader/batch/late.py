@@ -10,7 +10,7 @@ import math
 
 from grader.errors import SubmissionError
 from grader.results import Late, Result
-from grader.spec import LatePolicy
+from grader.assignment import LatePolicy
 
 
 def with_overrides(policy: LatePolicy | None, **overrides: float | None) -> LatePolicy | None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from grader.boundary.protocol import Composition
     from grader.results import KernelResult
     from grader.runner import CallOutcome
-    from grader.spec import Assignment, Kernel
+    from grader.assignment import Assignment, Kernel
 
 # Check name (its table in assignment.toml, its result's kernel) -> the module that holds it as `CHECK`.
 _MODULES = {"forward": "grader.checks.forward.check", "decode": "grader.checks.decode.check"}

@@ -17,7 +17,7 @@ from grader.build import Artifact
 from grader.checks import CheckSpec, check_named
 from grader.results import CaseResult, KernelResult
 from grader.runner import Call, CallOutcome
-from grader.spec import Assignment, Kernel
+from grader.assignment import Assignment, Kernel
 from grader.status import BuildStatus, CallStatus, CaseStatus, KernelStatus
 
 

@@ -27,7 +27,7 @@ from grader.dispatch import Executor, executor_named
 from grader.dispatch.slurm import SlurmExecutor
 from grader.errors import SubmissionError
 from grader.preflight import preflight
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 DEFAULT_STORE = Path("grades.sqlite")
 LATE_HELP = {"grace_days": "late days that cost nothing",

@@ -23,7 +23,7 @@ from grader.errors import SpecError, SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
 from grader.preflight import preflight
-from grader.spec import Assignment, find_assignment, list_assignments, load_assignment
+from grader.assignment import Assignment, find_assignment, list_assignments, load_assignment
 
 # A template's own file, at its repository's root, naming its assignment: read before the files are recognised, since
 # a GPU pack's template holds its CPU base's files (sparse-spmv-spgemm-cupy's are sparse-spmv-spgemm's). Hidden, so

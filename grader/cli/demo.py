@@ -23,7 +23,7 @@ from grader.samples import compose, variants
 from grader.device import unavailable_reason
 from grader.preflight import missing_for
 from grader.results import Result
-from grader.spec import Assignment, survey_assignments
+from grader.assignment import Assignment, survey_assignments
 from grader.status import KernelStatus
 
 # The samples shown per assignment: one correct alternative, one bug, one attack, where bundled.

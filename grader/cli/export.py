@@ -19,7 +19,7 @@ from grader.cases import read_secret
 from grader.cli.report import add_result_argument, load_result, load_results, result_path, stored_results
 from grader.competition.results import CompetitionResult, read_competition
 from grader.report.formats import EXPORT, format_named, report_formats
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.timing.table import SpeedupTable, read_table
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from grader.errors import SubmissionError
 from grader.pipeline import grade
 from grader.report import terminal
 from grader.preflight import preflight
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grader.spec import survey_assignments
+from grader.assignment import survey_assignments
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

@@ -16,11 +16,11 @@ from grader.device import unavailable_reason
 from grader.errors import GraderError, SubmissionError
 from grader.options import Options, default_cache_dir
 from grader.sandbox import SANDBOX_NAMES
-from grader.spec import load_assignment
+from grader.assignment import load_assignment
 from grader.sweeps import render_page, sweep_page_named, sweep_page_names
 
 if TYPE_CHECKING:
-    from grader.spec import Assignment
+    from grader.assignment import Assignment
     from grader.sweeps import SweepPage
     from grader.timing.points import SpeedupAward
     from grader.timing.results import SubmissionTiming

@@ -28,8 +28,8 @@ from grader.options import Options
 from grader.runner import Call, run_calls
 from grader.sandbox import sandbox_named
 from grader.sources import Overlay, gather_sources
-from grader.spec import Assignment, Case, Kernel, Signature, Tolerance
-from grader.spec.model import Buffer
+from grader.assignment import Assignment, Case, Kernel, Signature, Tolerance
+from grader.assignment.model import Buffer
 from grader.status import BuildStatus, TimingStatus
 from grader.targets import target_of
 from grader.timing.lock import gpu_lock

@@ -28,8 +28,8 @@ except ModuleNotFoundError:  # Python 3.10
 from grader.boundary.timing_statistics import StopRule
 from grader.checks.forward.spec import FORWARD, Forward
 from grader.errors import SpecError
-from grader.spec import Assignment, find_assignment
-from grader.spec.document import Reader
+from grader.assignment import Assignment, find_assignment
+from grader.assignment.document import Reader
 
 COMPETITION = "competition"  # its table in assignment.toml
 KEYS = ("folder", "warmup", "min_repeats", "max_repeats", "rse", "cap_s", "time_limit_s", "runs")

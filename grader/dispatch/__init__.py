@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 from grader.checkout import Checkout
 from grader.options import Options
 from grader.results import Result
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.timestamps import parse_timestamp
 
 

@@ -47,7 +47,7 @@ from grader.pipeline import Built, Ran, StageTimes, build_stage, execute_stage, 
 from grader.results import Result, Retry, Submission
 from grader.runner.limits import submission_budget
 from grader.runner.slots import HARNESSES_ENV, usable_cores
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.status import CallStatus, SubmissionStatus
 from grader.targets import target_of
 from grader.timing.lock import gpu_lock

@@ -26,7 +26,7 @@ from grader.errors import GraderError
 from grader.options import Options
 from grader.pipeline import not_graded
 from grader.results import Result, Submission
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.status import SubmissionStatus
 from grader.targets import target_of
 

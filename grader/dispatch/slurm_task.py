@@ -28,7 +28,7 @@ from grader.dispatch import Job
 from grader.errors import GraderError
 from grader.options import Options
 from grader.pipeline import grade
-from grader.spec import Assignment, load_assignment
+from grader.assignment import Assignment, load_assignment
 
 TASK_FILE = "task.json"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jinja2
 
-from grader.spec import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 from grader.targets import packages_to_install, target_of
 
 # What the zip carries of this repository: the grader itself (pyproject.toml and the README it names, for

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.spec import PROJECT_ROOT, Assignment, list_assignments
+from grader.assignment import PROJECT_ROOT, Assignment, list_assignments
 from grader.boundary.runtimes import needs_gpu_for, pinned, runtimes_of
 from grader.targets import packages_to_install, target_of
 

@@ -36,7 +36,7 @@ from grader.runner.plan import Call, plan_for
 from grader.runner.slots import harnesses_for
 from grader.runner.watch import BUDGET_SPENT, LOG_TAIL, CaseWatcher, HarnessExit, Session
 from grader.sandbox import Limits, Sandbox
-from grader.spec import Assignment, Kernel
+from grader.assignment import Assignment, Kernel
 from grader.status import CallStatus
 from grader.targets import Target, target_of
 

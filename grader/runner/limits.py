@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from grader.sandbox import Limits
-from grader.spec import Assignment, Kernel
+from grader.assignment import Assignment, Kernel
 
 # Device memory a call may keep allocated after it returns (a scratch buffer it never frees is fine;
 # holding the card is not): the spec's `device_memory_limit_mb`, else this.

@@ -8,7 +8,7 @@ from pathlib import Path
 from grader.boundary.protocol import Argument, BufferArgument, Composition, Plan, PlannedCall, ScalarArgument
 from grader.boundary.runtimes import own_sources
 from grader.runner.limits import device_memory_limit
-from grader.spec import Assignment, Case, Kernel, allocation_of, shape_of
+from grader.assignment import Assignment, Case, Kernel, allocation_of, shape_of
 from grader.targets import target_of
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from grader.spec import Assignment
+    from grader.assignment import Assignment
     from grader.timing.results import SubmissionTiming
     from grader.timing.spec import TimingSpec
 

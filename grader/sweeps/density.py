@@ -11,7 +11,7 @@ from typing import Any
 
 from grader.report import density, scaling
 from grader.report.swept import CPU, DENSITY, GPU, DensityPoint
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.sweeps import SweepNote
 from grader.targets import target_of
 from grader.timing.results import SubmissionTiming

@@ -10,7 +10,7 @@ from typing import Any
 
 from grader.report import matmul_sweep
 from grader.report.swept import MatmulPoint
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.sweeps import SweepNote
 from grader.sweeps.density import memory_notes
 from grader.timing.results import SubmissionTiming

@@ -31,7 +31,7 @@ from grader.boundary.runtimes import needs_gpu_for, pinned, runtimes_of
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from grader.spec import Assignment, Kernel
+    from grader.assignment import Assignment, Kernel
 
 # Target name (the spec's `target`) -> the module that holds it as `TARGET`.
 _MODULES = {"cuda": "grader.targets.cuda", "cpp": "grader.targets.cpp", "python": "grader.targets.python"}

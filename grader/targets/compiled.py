@@ -15,7 +15,7 @@ from grader.targets import HostTarget, Toolchain
 from grader.targets.shim import render_shim
 
 if TYPE_CHECKING:
-    from grader.spec import Kernel
+    from grader.assignment import Kernel
 
 COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
 # A C file is always compiled apart into the archive, as C (the target's object command says with what): C is not

@@ -9,7 +9,7 @@ from grader.targets import LIBRARY_FILE, Toolchain
 from grader.targets.compiled import CompiledTarget, compiled_sources, is_c
 
 if TYPE_CHECKING:
-    from grader.spec import Assignment, Kernel
+    from grader.assignment import Assignment, Kernel
 
 CXX_ONLY_FLAGS = ("-std=c++", "-std=gnu++", "-fno-rtti", "-frtti")  # flags a C compile leaves out (it warns)
 

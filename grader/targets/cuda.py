@@ -17,7 +17,7 @@ from grader.targets import LIBRARY_FILE, Toolchain
 from grader.targets.compiled import CompiledTarget, compiled_sources
 
 if TYPE_CHECKING:
-    from grader.spec import Assignment, Kernel
+    from grader.assignment import Assignment, Kernel
 
 GPU_LISTING = Path("/proc/driver/nvidia/gpus")  # the driver's folder per GPU, each with an `information` file
 

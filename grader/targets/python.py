@@ -48,7 +48,7 @@ from grader.targets import LIBRARY_FILE, HostTarget, Toolchain, target_named
 from grader.targets import python_build
 
 if TYPE_CHECKING:
-    from grader.spec import Assignment, Kernel
+    from grader.assignment import Assignment, Kernel
 
 
 def module_name(path: str) -> str:

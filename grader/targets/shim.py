@@ -19,7 +19,7 @@ from grader.boundary.c_abi import SHIM_SYMBOL
 from grader.targets import target_named
 
 if TYPE_CHECKING:
-    from grader.spec import Kernel
+    from grader.assignment import Kernel
 
 __all__ = ["SHIM_SYMBOL", "render_shim", "shim_source"]
 

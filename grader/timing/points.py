@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.timing.results import SubmissionTiming
 from grader.timing.spec import SpeedupRule
 from grader.timing.sweep import parameter_of

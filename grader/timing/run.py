@@ -35,7 +35,7 @@ from grader.runner.limits import call_timeout_words, limits_for
 from grader.runner.plan import Call, plan_for
 from grader.runner.watch import BUDGET_SPENT, HARNESS_START_LIMIT_S, HarnessExit, Session
 from grader.sandbox import Sandbox, sandbox_named
-from grader.spec import Assignment, Case, Kernel
+from grader.assignment import Assignment, Case, Kernel
 from grader.status import BuildStatus, TimingStatus
 from grader.targets import target_of
 from grader.threadsafe import load_npy

@@ -39,7 +39,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from grader.boundary.timing_statistics import StopRule
 from grader.errors import SpecError
-from grader.spec import Assignment, Case, Kernel, find_assignment
+from grader.assignment import Assignment, Case, Kernel, find_assignment
 from grader.sweeps import sweep_page_names
 
 LEADERBOARDS = ("geomean_speedup_vs_reference", "geomean_speedup_vs_m1")

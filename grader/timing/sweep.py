@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from grader.spec import Assignment, Case
+from grader.assignment import Assignment, Case
 from grader.timing.results import KernelTiming
 
 

@@ -18,7 +18,7 @@ from grader.checks.forward.layout import Step, activation_tensors, logits_offset
 from grader.errors import SpecError
 from grader.results import KernelResult
 from grader.runner import CallOutcome
-from grader.spec import Assignment, Kernel
+from grader.assignment import Assignment, Kernel
 
 POSITION_TABLE = ("encoder", "wpe")  # the one-token forward's position table: the harness passes wpe + position * C
 

@@ -17,7 +17,7 @@ from grader.checks.decode.spec import Decode
 from grader.checks.forward.gold import gold_pass
 from grader.checks.forward.inputs import PARAMETERS_FILE
 from grader.checks.forward.layout import steps_of
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.threadsafe import load_npy
 
 FACTS_FILE = "facts.json"

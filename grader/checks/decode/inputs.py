@@ -12,7 +12,7 @@ import numpy as np
 from grader.cache import content_key, is_complete, new_entry, publish_folder
 from grader.checks.decode.spec import Decode, DecodeCase
 from grader.checks.forward.inputs import PARAMETERS_FILE, drawn_weights, draw_tokens, link
-from grader.spec import Assignment
+from grader.assignment import Assignment
 
 
 def tokens_file(case: DecodeCase) -> str:

@@ -9,8 +9,8 @@ from typing import Any
 
 from grader.checks.forward.spec import FORWARD_KERNELS, Forward, check_composable
 from grader.errors import SpecError
-from grader.spec.document import Reader, table_reader
-from grader.spec.model import Kernel
+from grader.assignment.document import Reader, table_reader
+from grader.assignment.model import Kernel
 
 DECODE = "decode"  # the check's name: its table, and its result's kernel ("req_6/decode" for a variant's)
 DECODE_KEYS = ("weight", "C", "NH", "L", "V", "Vp", "maxT", "seed", "init_std", "logits", "course_error",

@@ -22,7 +22,7 @@ from grader.checks.forward.verdict import logits_error, sealed_output
 from grader.results import CaseResult, Deduction, KernelResult, Mismatch
 from grader.runner import CallOutcome
 from grader.scoring import case_result, score_kernel
-from grader.spec import Case, Kernel
+from grader.assignment import Case, Kernel
 from grader.status import BuildStatus, CallStatus, CaseStatus
 
 MIB = 1 << 20

@@ -18,7 +18,7 @@ from grader.checks.forward.spec import FORWARD, FORWARD_CASES, Forward, load_for
 from grader.checks.forward.verdict import forward_result
 from grader.results import KernelResult
 from grader.runner import CallOutcome
-from grader.spec import Assignment, Kernel
+from grader.assignment import Assignment, Kernel
 
 MODES = {"layer-by-layer": "layers", "logits": "logits", "generation": "generation"}  # case -> the harness's pass
 # The order a harness runs them in: the end-to-end passes first, while no gold has entered the process

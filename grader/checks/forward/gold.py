@@ -19,7 +19,7 @@ from grader.checks.forward.compose import gold_of_step, next_tokens, put, view
 from grader.checks.forward.inputs import PARAMETERS_FILE, TOKENS_FILE
 from grader.checks.forward.layout import Step, activation_tensors, total
 from grader.checks.forward.spec import Forward
-from grader.spec import Assignment
+from grader.assignment import Assignment
 from grader.threadsafe import load_npy
 
 FACTS_FILE = "facts.json"

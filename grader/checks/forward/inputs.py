@@ -22,7 +22,7 @@ import numpy as np
 from grader.cache import content_key, is_complete, new_entry, publish_folder
 from grader.checks.forward.layout import parameter_tensors, total
 from grader.checks.forward.spec import Forward
-from grader.spec import Assignment
+from grader.assignment import Assignment
 
 PARAMETERS_FILE, TOKENS_FILE, REFERENCE_FILE = "parameters.npy", "tokens.npy", "numpy_reference.py"
 DRAW_VERSION = "2"  # bump when the way the weights are drawn changes: their cache key changes with it

@@ -14,8 +14,8 @@ from grader.boundary import protocol
 from grader.boundary.protocol import Region, ScalarArgument, SliceArgument
 from grader.checks.forward.spec import Forward, output_file
 from grader.errors import SpecError
-from grader.spec.model import Kernel
-from grader.spec.shapes import allocation_of, shape_of
+from grader.assignment.model import Kernel
+from grader.assignment.shapes import allocation_of, shape_of
 
 
 @dataclass(frozen=True)

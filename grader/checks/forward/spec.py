@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.errors import SpecError
-from grader.spec.document import Reader
-from grader.spec.kernels import load_tolerance
-from grader.spec.model import Kernel, Tolerance
+from grader.assignment.document import Reader
+from grader.assignment.kernels import load_tolerance
+from grader.assignment.model import Kernel, Tolerance
 
 # The forward-pass check composes kernels of these names (the course's six), with these signatures' parameters.
 FORWARD_KERNELS = ("encoder", "layernorm", "matmul", "attention", "residual", "gelu")

@@ -22,7 +22,7 @@ from grader.compare import compare
 from grader.results import CaseResult, KernelResult, Mismatch
 from grader.runner import CallOutcome
 from grader.scoring import case_result, score_kernel
-from grader.spec import Case, Kernel, Tolerance
+from grader.assignment import Case, Kernel, Tolerance
 from grader.status import BuildStatus, CallStatus, CaseStatus
 from grader.threadsafe import load_npy
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from grader.errors import SpecError
-from grader.spec.document import Reader, table_reader
-from grader.spec.model import EVIDENCE, INITS, Buffer, Case, Kernel, MemoryBound, Tolerance
-from grader.spec.shapes import evaluate
-from grader.spec.signature import parse_signature
+from grader.assignment.document import Reader, table_reader
+from grader.assignment.model import EVIDENCE, INITS, Buffer, Case, Kernel, MemoryBound, Tolerance
+from grader.assignment.shapes import evaluate
+from grader.assignment.signature import parse_signature
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from grader.errors import SpecError
 
 if TYPE_CHECKING:
-    from grader.spec.model import Assignment
+    from grader.assignment.model import Assignment
 
 # The folder that holds assignments/: beside the package in a clone (the README's editable install), or
 # wherever $KERNEL_GRADER_HOME points for any other install (a wheel carries the grader, not the assignments).
@@ -55,7 +55,7 @@ def survey_assignments(assignments_dir: Path | None = None) -> tuple[list[Assign
     folder = assignments_dir or ASSIGNMENTS_DIR
     if not folder.is_dir():
         raise SpecError(_no_assignments_folder(folder, assignments_dir is None))
-    from grader.spec.loader import load_assignment
+    from grader.assignment.loader import load_assignment
 
     loaded: list[Assignment] = []
     broken: list[BrokenAssignment] = []

@@ -11,9 +11,9 @@ from typing import Any, Callable
 
 from grader.checks import CheckSpec
 from grader.errors import SpecError
-from grader.spec.document import Reader, table_reader
-from grader.spec.kernels import load_tolerance
-from grader.spec.model import (EVIDENCE, NCU_METRICS, TENSOR_CORE_PRECISIONS, Buffer, Case, CreditGroup, Kernel,
+from grader.assignment.document import Reader, table_reader
+from grader.assignment.kernels import load_tolerance
+from grader.assignment.model import (EVIDENCE, NCU_METRICS, TENSOR_CORE_PRECISIONS, Buffer, Case, CreditGroup, Kernel,
                                Signature, Tolerance, Untouched, Variant)
 
 VARIANT_KEYS = ("name", "title", "folder", "onto", "weight", "partial_credit", "must_change", "forbidden_symbols",

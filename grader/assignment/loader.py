@@ -13,12 +13,12 @@ from typing import Any
 from grader.boundary.runtimes import load_pack_runtime
 from grader.checks import CheckSpec, check_named
 from grader.errors import SpecError
-from grader.spec.assignments import find_assignment
-from grader.spec.document import Reader, read_document
-from grader.spec.kernels import is_glob, load_kernel
-from grader.spec.late import load_late_policy
-from grader.spec.model import INITS, LIBRARIES, Assignment, Kernel
-from grader.spec.variants import check_kernels, expanded, load_additional, load_variants
+from grader.assignment.assignments import find_assignment
+from grader.assignment.document import Reader, read_document
+from grader.assignment.kernels import is_glob, load_kernel
+from grader.assignment.late import load_late_policy
+from grader.assignment.model import INITS, LIBRARIES, Assignment, Kernel
+from grader.assignment.variants import check_kernels, expanded, load_additional, load_variants
 from grader.targets import TARGET_NAMES
 
 
@@ -26,7 +26,7 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
     """Load `assignments/<name>/assignment.toml` (or an assignment's folder given as a path).
 
     assignments_dir: where to look the name up (default: the repository's assignments/, see
-    `grader.spec.assignments`). An assignment with `based_on` inherits the other one's [assignment]
+    `grader.assignment.assignments`). An assignment with `based_on` inherits the other one's [assignment]
     keys, kernels, variants, checks' tables and modules (inputs.py, numpy_reference.py), each given here replacing
     the inherited one.
     """

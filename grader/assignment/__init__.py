@@ -10,15 +10,15 @@ read, `based_on` resolved, `Reader`), `kernels`, `variants` and `late`), `assign
 are: one folder each, under assignments/).
 """
 
-from grader.spec.model import (EVIDENCE, INITS, LIBRARIES, SCALAR_DTYPES, Assignment, Buffer, Case, CreditGroup,
+from grader.assignment.model import (EVIDENCE, INITS, LIBRARIES, SCALAR_DTYPES, Assignment, Buffer, Case, CreditGroup,
                                Evidence, GoldSource, Init, Kernel, LatePolicy, MemoryBound, Parameter, PartialCredit, Role, Signature,
                                Tolerance, Untouched, Variant)
-from grader.spec.assignments import (ASSIGNMENTS_DIR, PROJECT_ROOT, BrokenAssignment, find_assignment,
+from grader.assignment.assignments import (ASSIGNMENTS_DIR, PROJECT_ROOT, BrokenAssignment, find_assignment,
                                      list_assignments, survey_assignments)
-from grader.spec.shapes import allocation_of, evaluate, shape_of
-from grader.spec.signature import parse_signature
-from grader.spec.kernels import SANITIZER_TOOLS
-from grader.spec.loader import load_assignment
+from grader.assignment.shapes import allocation_of, evaluate, shape_of
+from grader.assignment.signature import parse_signature
+from grader.assignment.kernels import SANITIZER_TOOLS
+from grader.assignment.loader import load_assignment
 
 __all__ = ["EVIDENCE", "Evidence", "Variant", "INITS", "LIBRARIES", "PROJECT_ROOT", "SANITIZER_TOOLS", "SCALAR_DTYPES", "Assignment", "Buffer", "Case",
            "CreditGroup",

@@ -13,7 +13,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from grader.checks import CHECK_NAMES
 from grader.errors import SpecError
-from grader.spec.assignments import find_assignment
+from grader.assignment.assignments import find_assignment
 
 
 def table_reader(value: Any, where: str, keys: tuple[str, ...], expected: str) -> Reader:

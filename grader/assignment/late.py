@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from grader.errors import SpecError
-from grader.spec.document import Reader
-from grader.spec.model import LatePolicy
+from grader.assignment.document import Reader
+from grader.assignment.model import LatePolicy
 
 LATE_KEYS = ("grace_days", "penalty_per_day", "cap", "max_late_days")
 

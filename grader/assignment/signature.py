@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from grader.errors import SpecError
-from grader.spec.model import SCALAR_DTYPES, Parameter, Signature
+from grader.assignment.model import SCALAR_DTYPES, Parameter, Signature
 
 _SIGNATURE = re.compile(r"^\s*void\s+([A-Za-z_]\w*)\s*\((.*)\)\s*;?\s*$", re.S)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from grader.boundary.protocol import SCALAR_DTYPES
 from grader.errors import SpecError
-from grader.spec.assignments import load_assignment_function, load_assignment_module
+from grader.assignment.assignments import load_assignment_function, load_assignment_module
 
 if TYPE_CHECKING:
     from grader.checks import CheckSpec
@@ -275,7 +275,7 @@ class Variant:
 
     def grades(self, name: str, variant_only: bool) -> bool:
         """It is graded on the kernel or check of that base name (weighted, or composed by a check it grades: see
-        `grader.spec.variants.expanded`)."""
+        `grader.assignment.variants.expanded`)."""
         return name in self.kernels if self.kernels is not None else not variant_only
 
     def must_change_kernel(self, kernel: Kernel) -> bool:

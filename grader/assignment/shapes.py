@@ -8,7 +8,7 @@ import math
 import operator
 from typing import Any, Callable
 
-from grader.spec.model import Buffer
+from grader.assignment.model import Buffer
 from grader.threadsafe import parse_expression
 
 _OPERATORS: dict[type, Callable[..., Any]] = {
