@@ -287,13 +287,20 @@ def refusing_namespaces(tmp_path: Path) -> Path:
     return refusing
 
 
+def locked_cache(tmp_path: Path) -> Path:
+    """A cache of the test's own for a run of the process fallback: run_autograder makes its cache root root's alone
+    (as on Gradescope, one grade a container), which would lock the session's cache against the harnesses of the
+    tests running beside it."""
+    return tmp_path / "cache"
+
+
 def test_run_autograder_falls_back_to_the_process_sandbox_where_namespaces_are_refused(
         autograder_zip: Path, tmp_path: Path, cache_dir: Path) -> None:
     """As in a Docker container with default capabilities: bubblewrap and unshare fail, nobody gets 0."""
     flash = load_assignment("flash-attention-cpu")
     upload = tmp_path / "upload"
     shutil.copytree(flash.reference_dir / "src", upload / "src")
-    document = run_autograder(autograder_zip, tmp_path / "autograder", upload, cache_dir,
+    document = run_autograder(autograder_zip, tmp_path / "autograder", upload, locked_cache(tmp_path),
                               path_first=refusing_namespaces(tmp_path))
     assert document["score"] == pytest.approx(3.0), document["output"]
     assert document["output"].startswith("sandbox: process (this container allows no namespaces)")
@@ -500,9 +507,10 @@ def test_student_code_reads_none_of_the_autograders_files(how: str, namespaces: 
     root = tmp_path / "autograder"
     upload = tmp_path / "upload"
     upload.mkdir()
-    for name, data in leaking_upload(autograder_zip, str(root), how, str(cache_dir)).items():
+    cache = cache_dir if namespaces else locked_cache(tmp_path)
+    for name, data in leaking_upload(autograder_zip, str(root), how, str(cache)).items():
         (upload / name).write_bytes(data)
-    document = run_autograder(autograder_zip, root, upload, cache_dir, modes_lost=modes_lost,
+    document = run_autograder(autograder_zip, root, upload, cache, modes_lost=modes_lost,
                               path_first=None if namespaces else refusing_namespaces(tmp_path))
     assert ("sandbox: process" in document["output"]) is not namespaces, document["output"][-3000:]
     if not namespaces:  # what run_autograder left behind it: root's alone
@@ -519,7 +527,8 @@ def test_the_probe_counts_what_it_reads(autograder_zip: Path, tmp_path: Path, ca
     root = tmp_path / "autograder"
     upload = tmp_path / "upload"
     upload.mkdir()
-    for name, data in leaking_upload(autograder_zip, str(root), "static-constructor", str(cache_dir)).items():
+    cache = locked_cache(tmp_path)
+    for name, data in leaking_upload(autograder_zip, str(root), "static-constructor", str(cache)).items():
         (upload / name).write_bytes(data)
     gradescope_zip.unpack(autograder_zip, root / "source")
     # run_autograder without its lock: the lines that make the grader's files root's alone, taken out.
@@ -527,7 +536,7 @@ def test_the_probe_counts_what_it_reads(autograder_zip: Path, tmp_path: Path, ca
     unlocked = re.sub(r'\n  chown -R 0:0 "\$SOURCE"\n  chmod -R go-rwx "\$SOURCE"\n', "\n", script)
     assert unlocked != script
     (root / "source" / "run_autograder").write_text(unlocked)
-    document = run_autograder(autograder_zip, root, upload, cache_dir, unpacked=True,
+    document = run_autograder(autograder_zip, root, upload, cache, unpacked=True,
                               path_first=refusing_namespaces(tmp_path))
     assert "sandbox: process" in document["output"]
     with zipfile.ZipFile(autograder_zip) as archive:
