@@ -30,7 +30,7 @@ def cuda_tool(name: str) -> str | None:
 def certainly_unavailable(target: str, packages: tuple[str, ...] = ()) -> bool:
     """Whether this machine certainly cannot run the target's kernels, known without asking the driver
     (safe in any process: a build worker must not initialise CUDA). packages: the assignment's python_packages
-    (a python pack that names cupy needs a GPU)."""
+    (a python assignment that names cupy needs a GPU)."""
     named = target_with(target, packages)
     return named.needs_gpu and bool(os.environ.get("KERNEL_GRADER_NO_GPU") or named.driver_missing())
 

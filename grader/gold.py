@@ -34,7 +34,7 @@ GoldKey = tuple[str, str]  # (kernel, case)
 # Below this, an all-zeros answer would pass: max |gold| must be at least this many atol.
 MIN_GOLD_OVER_ATOL = 100
 # A secret-seeded case whose gold is below that floor is drawn again this many times at most, then takes the public
-# seed's inputs (which the pack's own checks hold to): a property of one random draw never stops a batch.
+# seed's inputs (which the assignment's own checks hold to): a property of one random draw never stops a batch.
 REDRAWS = 8
 FACTS_FILE = "facts.json"  # in a gold entry: each buffer's GoldFacts, measured when the gold was computed
 
@@ -55,7 +55,7 @@ def gold_outputs(
     """Gold for each (kernel, case, inputs folder): from the cache, or computed as the spec says.
 
     Keyed by (kernel name, case name); a variant's kernel shares its base kernel's gold. `strict`: a gold too small
-    for its tolerance is an error of the pack (the public seed's inputs), not a warning (a secret draw's).
+    for its tolerance is an error of the assignment (the public seed's inputs), not a warning (a secret draw's).
     """
     if assignment.gold == "numpy":
         return _numpy_gold(assignment, selection, cache_dir, strict)
@@ -233,7 +233,7 @@ def _too_small(kernel: Kernel, case: Case, fact: GoldFacts) -> float | None:
 def _check_gold(assignment: Assignment, kernel: Kernel, case: Case, facts: dict[str, GoldFacts],
                 strict: bool = True) -> None:
     """Raise where the gold is unusable: unwritten (a broken reference), or, where `strict` (the public seed: a
-    property of the pack), too small for its tolerance. Under a secret seed a small gold is one draw's, not the pack's
+    property of the assignment), too small for its tolerance. Under a secret seed a small gold is one draw's, not the assignment's
     fault: it is said on stderr and the case graded as drawn (NumPy gold never gets here: its inputs are drawn again)."""
     where = f"{assignment.spec_file} kernel '{kernel.name}' case '{case.name}'"
     for name, fact in facts.items():

@@ -20,7 +20,7 @@ from grader.targets import target_of
 def missing_for(assignment: Assignment) -> str | None:
     """What this machine lacks to grade `assignment`, in words with the command that installs it; None if nothing."""
     target = target_of(assignment)
-    if not target.needs_gpu:  # a GPU pack's packages are the GPU's question (reported not run where absent)
+    if not target.needs_gpu:  # a GPU assignment's packages are the GPU's question (reported not run where absent)
         absent = [p for p in target.python_packages if importlib.util.find_spec(p.split(".")[0]) is None]
         if absent:
             install = " ".join(pinned(p) for p in absent)

@@ -237,7 +237,7 @@ class KernelResult:
     # The whole-program check (grader/checks) whose result this is, by its registered name; None for a kernel.
     check: str | None = None
     check_hints: list[str] = field(default_factory=list)  # what the check's failure says beyond its cases
-    hints: list[str] = field(default_factory=list)  # the pack's own hints for this kernel (its spec's `hints`)
+    hints: list[str] = field(default_factory=list)  # the assignment's own hints for this kernel (its spec's `hints`)
     # Forbidden modules and methods its files name but that never ran while it was graded: they cost nothing, and
     # the reports say so (a python kernel; `forbidden_symbols` holds what ran).
     forbidden_named: list[ForbiddenUse] = field(default_factory=list)
@@ -535,7 +535,7 @@ class Environment:
     # The most kernel harnesses that ran at once: above 1, the cases' times were measured side by
     # side, not alone. A result stored before this field ran them one at a time.
     harnesses_at_once: int = 1
-    # The settings its harnesses fixed so that a run repeats (a torch pack's seed, deterministic algorithms,
+    # The settings its harnesses fixed so that a run repeats (a torch assignment's seed, deterministic algorithms,
     # cuBLAS's workspace); empty where the target fixes none.
     determinism: list[str] = field(default_factory=list)
 

@@ -38,7 +38,7 @@ def find_assignment(name: str, assignments_dir: Path | None = None) -> Path:
 
 @dataclass(frozen=True)
 class BrokenAssignment:
-    """A pack that does not load: its name and the loader's error (file, key, what was expected)."""
+    """An assignment that does not load: its name and the loader's error (file, key, what was expected)."""
 
     name: str
     error: str
@@ -46,7 +46,7 @@ class BrokenAssignment:
 
 def list_assignments(assignments_dir: Path | None = None) -> list[Assignment]:
     """Every assignment in `assignments_dir` (default: the repository's assignments/) that loads, by name; a broken
-    one is left out (`survey_assignments` names it), so that one bad pack never stops the commands that name none."""
+    one is left out (`survey_assignments` names it), so that one bad assignment never stops the commands that name none."""
     return survey_assignments(assignments_dir)[0]
 
 
@@ -59,11 +59,11 @@ def survey_assignments(assignments_dir: Path | None = None) -> tuple[list[Assign
 
     loaded: list[Assignment] = []
     broken: list[BrokenAssignment] = []
-    for pack in sorted(p for p in folder.iterdir() if (p / "assignment.toml").is_file()):
+    for spec_folder in sorted(p for p in folder.iterdir() if (p / "assignment.toml").is_file()):
         try:
-            loaded.append(load_assignment(pack.name, folder))
+            loaded.append(load_assignment(spec_folder.name, folder))
         except SpecError as error:
-            broken.append(BrokenAssignment(pack.name, str(error)))
+            broken.append(BrokenAssignment(spec_folder.name, str(error)))
     return loaded, broken
 
 

@@ -97,7 +97,7 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
 
 
 def _load_runtimes(modules: tuple[str, ...], folders: tuple[Path | None, ...], where: str) -> tuple[str, ...]:
-    """The runtimes of the pack's own, each a module of its folder (or of the one it is based on) defining
+    """The runtimes of the assignment's own, each a module of its folder (or of the one it is based on) defining
     `RUNTIME`, registered (`grader.boundary.runtimes`); their names."""
     names = []
     for module in modules:

@@ -186,7 +186,7 @@ class Kernel:
     # The spec's `sources` as written: per entry, its alternatives in order (a path, or a glob such as `src/*.cpp`),
     # of which a checkout's first present one is used (`grader.sources`). (): each of `sources` alone.
     source_entries: tuple[tuple[str, ...], ...] = ()
-    # What a failed comparison of this kernel usually means, in the pack's own terms (its `hints`): the reports give
+    # What a failed comparison of this kernel usually means, in the assignment's own terms (its `hints`): the reports give
     # these instead of the generic pattern hints, which are about array kernels (strides, tiles).
     hints: tuple[str, ...] = ()
     # The memory its technique keeps it within, measured on its cases (`MemoryBound`); None: not bounded.
@@ -348,7 +348,7 @@ class Assignment:
     # as one program, so kernel files include each other); `sources` are the files that must exist.
     source_dirs: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ()  # linked where installed (e.g. cuBLAS); forbidden_symbols still apply
-    # Python packages its harnesses see besides its target's own (a python pack's scipy, cupy): `grader.targets.target_of`.
+    # Python packages its harnesses see besides its target's own (a python assignment's scipy, cupy): `grader.targets.target_of`.
     python_packages: tuple[str, ...] = ()
     # The names of the runtimes of its own (`grader.boundary.runtimes`), loaded from the modules its `runtimes` names.
     runtimes: tuple[str, ...] = ()

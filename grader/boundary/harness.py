@@ -15,7 +15,7 @@ here, just in time, once that step's output is saved and sealed (its check's har
 that is safe).
 
 Only the standard library, NumPy and `grader.boundary` (the protocol, the target's harness half, the plan's
-`device_module`, and the runtimes' hooks, `grader.boundary.runtimes`, with the sources of a pack's own runtime
+`device_module`, and the runtimes' hooks, `grader.boundary.runtimes`, with the sources of an assignment's own runtime
 modules that the plan carries, which keep to the same rule) are imported here; a harness running a composed call
 also imports its check's harness half (the composition's `runner`: NumPy, `grader.boundary`, `grader.checks.program`,
 and maybe the assignment's numpy_reference.py).
@@ -289,7 +289,7 @@ def _run_composed_call(plan: Plan, call: PlannedCall, device: Device, libraries:
 
 
 def open_device(plan: Plan) -> Device:
-    """The plan's target's device, from its harness half, the packs' own runtimes it carries registered first."""
+    """The plan's target's device, from its harness half, the assignments' own runtimes it carries registered first."""
     load_sources(plan.runtimes)
     return importlib.import_module(plan.device_module).open_device(plan.sanitizer, plan.device_code)
 

@@ -206,7 +206,7 @@ class Plan:
     device_memory_limit: int | None  # bytes a call may keep allocated on the device after it returns
     calls: tuple[PlannedCall, ...]
     device_code: str = ""  # the harness's own device code from the target (CUDA: its checksum kernel's PTX)
-    # The sources of the pack's own runtime modules by name (`grader.boundary.runtimes`), which the harness registers.
+    # The sources of the assignment's own runtime modules by name (`grader.boundary.runtimes`), which the harness registers.
     runtimes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:

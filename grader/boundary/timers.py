@@ -12,7 +12,7 @@ One timer per target's harness half (chosen by the plan's `device_module`, like 
   streams counts; work on a non-blocking stream is caught by the wall clock: `gap_ms`).
 - C++ on the CPU (`WallTimer`): the shim's wall clock around the call; nothing to flush.
 - Python (`PythonTimer`): the wall clock, or, where the kernel's module uses a runtime with a device here (a GPU
-  pack's: `grader.boundary.runtimes`), that runtime's events on its current stream around the whole call, the end
+  assignment's: `grader.boundary.runtimes`), that runtime's events on its current stream around the whole call, the end
   one waited for (`python_device`): the project's rule times
   "all necessary setup costs", so conversions and copies are inside; nothing is flushed.
 

@@ -1,7 +1,7 @@
 """`grader check [PATH]`: a student's pre-submission check on the public cases.
 
 Exits 1 when a public case fails, so that CI on a student's push goes red. The assignment is the one `--assignment`
-names, else the one the repository's `.kernel-grader.toml` names (every pack's template carries it), else the one
+names, else the one the repository's `.kernel-grader.toml` names (every assignment's template carries it), else the one
 whose files the repository holds.
 """
 
@@ -26,7 +26,7 @@ from grader.preflight import preflight
 from grader.assignment import Assignment, find_assignment, list_assignments, load_assignment
 
 # A template's own file, at its repository's root, naming its assignment: read before the files are recognised, since
-# a GPU pack's template holds its CPU base's files (sparse-spmv-spgemm-cupy's are sparse-spmv-spgemm's). Hidden, so
+# a GPU assignment's template holds its CPU base's files (sparse-spmv-spgemm-cupy's are sparse-spmv-spgemm's). Hidden, so
 # no build takes it for a source.
 ASSIGNMENT_FILE = ".kernel-grader.toml"
 
@@ -94,7 +94,7 @@ def assignment_named_in(file: Path) -> Assignment:
                               f"found {'no assignment key' if name is None else repr(name)}")
     try:
         find_assignment(name)
-    except SpecError as error:  # an unknown name: the file is what is wrong, not the grader's packs
+    except SpecError as error:  # an unknown name: the file is what is wrong, not the grader's assignments
         raise SubmissionError(f"{file}: {error}; correct the file, or name the assignment with --assignment") \
             from error
     return load_assignment(name)

@@ -1,6 +1,6 @@
 """`grader demo`: grade the bundled sample submissions of every assignment this machine can run.
 
-C++ assignments run anywhere; CUDA ones need a GPU and nvcc, and a Python pack the packages it names (scipy), and
+C++ assignments run anywhere; CUDA ones need a GPU and nvcc, and a Python assignment the packages it names (scipy), and
 are skipped (with the reason) elsewhere.
 """
 
@@ -37,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    """Grade each pack's reference, template and a few samples; exit 1 where one misses what it is expected to get."""
+    """Grade each assignment's reference, template and a few samples; exit 1 where one misses what it is expected to get."""
     console = Console()
     summary = Table(title="grader demo: bundled samples")
     for column in ("assignment", "sample", "expected", "score", "statuses"):
@@ -46,7 +46,7 @@ def run(arguments: argparse.Namespace) -> int:
     skipped = [(b.name, f"it does not load: {b.error}") for b in broken]
     missed: list[str] = []
     for assignment in assignments:
-        # What is missing: a package a CPU pack imports (scipy), its compiler, or a GPU.
+        # What is missing: a package a CPU assignment imports (scipy), its compiler, or a GPU.
         reason = missing_for(assignment) or unavailable_reason(assignment.target, assignment.python_packages)
         if reason:
             skipped.append((assignment.name, reason))

@@ -32,9 +32,9 @@ def run(arguments: argparse.Namespace) -> int:
     if not console.is_terminal:  # a pipe or a file: the table at its full width, so no name is cut
         console = Console(width=max(console.width, table_width(table, console)))
     console.print(table)
-    # A pack that does not load is listed with its error; every other pack keeps working.
-    for pack in broken:
-        console.print(f"[red]broken[/] {pack.name}: {escape(pack.error)}", soft_wrap=True, highlight=False)
+    # An assignment that does not load is listed with its error; every other assignment keeps working.
+    for failed in broken:
+        console.print(f"[red]broken[/] {failed.name}: {escape(failed.error)}", soft_wrap=True, highlight=False)
     return 0
 
 

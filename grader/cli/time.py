@@ -44,15 +44,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "case parameter: runtime against density)")
     parser.add_argument("--sweep-html", "--density-html", dest="sweep_html", type=Path, default=None, metavar="FILE",
                         help="with --sweep: write the sweep as an HTML page (a matplotlib figure where it is "
-                             "installed), the one the pack's [timing] sweep_page names (" + ", ".join(
+                             "installed), the one the assignment's [timing] sweep_page names (" + ", ".join(
                                  sweep_page_names()) + "; docs/timing.md). The default, density: runtime against "
-                             "each case's density (or the pack's [timing] sweep_parameter, e.g. N), with the GPU/CPU "
+                             "each case's density (or the assignment's [timing] sweep_parameter, e.g. N), with the GPU/CPU "
                              "speed-up and its crossover density; where each call's peak extra memory was counted "
                              "(CPU kernels), memory too, with its fitted exponents and flags. --sweep-html is its name; "
                              "--density-html, its older one, still works")
     parser.add_argument("--with", dest="with_timings", type=Path, action="append", default=[], metavar="JSON",
                         help="with --sweep-html: another sweep's JSON (`grader time --sweep` of the other device's "
-                             "pack) drawn beside this one; may be repeated")
+                             "assignment) drawn beside this one; may be repeated")
     parser.add_argument("--competition", action="store_true",
                         help="run the assignment's [competition] instead (gpt2-m3): greedy generation through the "
                              "submission's kernels (kernels/ with its competition folder laid over it), timed per run, "
@@ -116,13 +116,13 @@ def run(arguments: argparse.Namespace) -> int:
 
 def _sweep(arguments: argparse.Namespace, assignment: Assignment, options: Options, timing: TimingSpec,
            console: Console) -> int:
-    """Every case of each kernel timed: a table of them, the JSON, and where asked the pack's sweep page."""
+    """Every case of each kernel timed: a table of them, the JSON, and where asked the assignment's sweep page."""
     from grader.timing.results import SubmissionTiming
     from grader.timing.run import time_submission
 
     page = sweep_page_named(timing.sweep_page)
     if arguments.with_timings and not page.takes_others:
-        raise GraderError(f"--with draws another pack's sweep on the density page; {assignment.name}'s page "
+        raise GraderError(f"--with draws another assignment's sweep on the density page; {assignment.name}'s page "
                           f"([timing] sweep_page = \"{page.name}\") draws this sweep alone")
     others = []
     for path in arguments.with_timings:  # read first: a wrong path costs no timing
@@ -169,12 +169,12 @@ def _show_sweep(page: SweepPage, student: SubmissionTiming, others: list[Submiss
     console.print(f"timings (JSON) written to {escape(str(json_path))}", highlight=False, soft_wrap=True)
     if html_path is None:
         return
-    points, packs = page.points(student, assignment, parameter), [assignment]
+    points, assignments = page.points(student, assignment, parameter), [assignment]
     for other in others:
-        packs.append(load_assignment(other.assignment))
-        points += page.points(other, packs[-1], load_timing(packs[-1]).sweep_parameter)
-    # One pack: its title; with others beside it (the CPU and GPU halves), their names.
-    title = assignment.title if len(packs) == 1 else " and ".join(p.name for p in packs)
+        assignments.append(load_assignment(other.assignment))
+        points += page.points(other, assignments[-1], load_timing(assignments[-1]).sweep_parameter)
+    # One assignment: its title; with others beside it (the CPU and GPU halves), their names.
+    title = assignment.title if len(assignments) == 1 else " and ".join(p.name for p in assignments)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(render_page(page, points, title, timing, [award_words(a, parameter) for a in awards]),
                          encoding="utf-8")
@@ -183,7 +183,7 @@ def _show_sweep(page: SweepPage, student: SubmissionTiming, others: list[Submiss
 
 def _awards(student: SubmissionTiming, assignment: Assignment, timing: TimingSpec,
             console: Console) -> list[SpeedupAward]:
-    """The pack's speed-up points judged on these timings, each printed in words."""
+    """The assignment's speed-up points judged on these timings, each printed in words."""
     from grader.timing.points import award_words, speedup_awards
 
     awards = speedup_awards(timing.speedup_points, student, assignment, timing.sweep_parameter)

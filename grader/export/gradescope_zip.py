@@ -6,7 +6,7 @@ run_autograder per submission, which grades the upload and writes results.json
 (grader.report.gradescope) where Gradescope reads it.
 
 The zip ships nothing a student could use that grading does not need: no samples (the autograder
-grades uploads), no other pack than the one exported and the ones it is `based_on` (their spec and
+grades uploads), no other assignment than the one exported and the ones it is `based_on` (their spec and
 NumPy modules alone), and of the reference only what the template gives students too (the interface
 headers an upload may lack) where the gold comes from NumPy (`gold = "numpy"`). What it ships is the
 grader's alone at run time: run_autograder makes it root's, 0700/0600, before the first build
@@ -30,7 +30,7 @@ from grader.targets import packages_to_install, target_of
 # setup.sh's `pip install -e`) and what grading the one assignment needs of its folder.
 PACKAGE_FILES = ("pyproject.toml", "README.md")
 ASSIGNMENT_LEFT_OUT = ("samples",)  # the autograder grades uploads, not samples
-INHERITED_FILES = ("assignment.toml", "inputs.py", "numpy_reference.py")  # what a `based_on` pack reads of its base
+INHERITED_FILES = ("assignment.toml", "inputs.py", "numpy_reference.py")  # what a `based_on` assignment reads of its base
 
 
 def build_autograder(assignment: Assignment, out_dir: Path, secret: str | None = None,
@@ -104,7 +104,7 @@ def _given_to_students(assignment: Assignment, path: Path) -> bool:
 
 
 def _inherited_files(assignment: Assignment) -> list[Path]:
-    """The spec and NumPy modules of the packs `assignment` is `based_on`, up the chain: nothing else of them."""
+    """The spec and NumPy modules of the assignments `assignment` is `based_on`, up the chain: nothing else of them."""
     files: list[Path] = []
     based_on = assignment.based_on
     while based_on is not None:

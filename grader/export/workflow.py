@@ -1,13 +1,13 @@
-"""A pack's template CI workflow (`template/.github/workflows/grade.yml`): the course's ci/github/grade.yml made
-that pack's.
+"""An assignment's template CI workflow (`template/.github/workflows/grade.yml`): the course's ci/github/grade.yml made
+that assignment's.
 
-ci/github/grade.yml runs `grader check` on a self-hosted GPU runner. A template's copy says, for its pack: GitHub's
+ci/github/grade.yml runs `grader check` on a self-hosted GPU runner. A template's copy says, for its assignment: GitHub's
 hosted runner where its kernels need no GPU; the Python packages its harnesses import, installed beside the grader
 (scipy) or as their runtimes say (`grader.boundary.runtimes`: torch from PyTorch's CPU wheel index where there is no
-GPU, PyPI's being the multi-GB CUDA build; CuPy's wheel for the runner's CUDA); and `-a NAME`, so that a GPU pack's
+GPU, PyPI's being the multi-GB CUDA build; CuPy's wheel for the runner's CUDA); and `-a NAME`, so that a GPU assignment's
 template, which holds its CPU base's files, is never checked as that base.
 
-    python3 -m grader.export.workflow    writes every pack's copy (tests/test_ci_workflow.py says when one is stale)
+    python3 -m grader.export.workflow    writes every assignment's copy (tests/test_ci_workflow.py says when one is stale)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from grader.boundary.runtimes import needs_gpu_for, pinned, runtimes_of
 from grader.targets import packages_to_install, target_of
 
 WORKFLOW = PROJECT_ROOT / "ci" / "github" / "grade.yml"
-TEMPLATE_WORKFLOW = Path(".github") / "workflows" / "grade.yml"  # in a pack's template/
+TEMPLATE_WORKFLOW = Path(".github") / "workflows" / "grade.yml"  # in an assignment's template/
 GPU_RUNNER = "runs-on: [self-hosted, gpu]"
 HOSTED_RUNNER = "runs-on: ubuntu-latest"
 PIP = '"$RUNNER_TEMP/kernel-grader/bin/python" -m pip install --quiet --disable-pip-version-check'
@@ -31,10 +31,10 @@ INDENT = " " * 10  # a line of the install step's `run: |` block
 
 @dataclass(frozen=True)
 class Installs:
-    """What a machine set up to check a pack installs besides the grader, by where each comes from."""
+    """What a machine set up to check an assignment installs besides the grader, by where each comes from."""
 
-    with_grader: tuple[str, ...]  # from PyPI, in the grader's own pip install (scipy; a GPU pack's torch)
-    # The install step's lines before the grader's, as the pack's runtimes say (`Runtime.cpu_install`, a CPU pack's
+    with_grader: tuple[str, ...]  # from PyPI, in the grader's own pip install (scipy; a GPU assignment's torch)
+    # The install step's lines before the grader's, as the assignment's runtimes say (`Runtime.cpu_install`, a CPU assignment's
     # torch from PyTorch's CPU wheel index; `Runtime.apart_install`, CuPy's wheel named for the CUDA major version).
     apart: tuple[str, ...]
 

@@ -1,9 +1,9 @@
 """Runtime against a case parameter: the timings of a sweep (`grader time --sweep`) as one figure, a line per
-device and kernel. By default the parameter is `density` and the sweeps a CPU pack's and its GPU pack's
+device and kernel. By default the parameter is `density` and the sweeps a CPU assignment's and its GPU assignment's
 (sparse-spmv-spgemm and sparse-spmv-spgemm-cupy: four lines), with the GPU's speed-up over the CPU at each density
-and the density where it crosses 1. A pack may name another ([timing] sweep_parameter: flash-attention-cpu's N);
+and the density where it crosses 1. An assignment may name another ([timing] sweep_parameter: flash-attention-cpu's N);
 where the sweep counted each call's peak extra memory, a second panel draws it, with each kernel's fitted exponent,
-the kernels flagged for growing faster than the pack allows, and where two kernels' times cross
+the kernels flagged for growing faster than the assignment allows, and where two kernels' times cross
 (`grader.report.scaling`).
 
 The points are plain data (`grader.report.swept`; `grader.sweeps.density` makes them from a sweep: the x axis is
@@ -89,7 +89,7 @@ def figure_svg(points: Sequence[DensityPoint], title: str = "", parameter: str =
                 if line:
                     axes.plot([d for d, _ in line], [t / 1000 for _, t in line], style, label=f"{device} {operation}")
         axes.set_ylabel("median time per call (ms)")
-        # Beside the memory panel the pack's title would not fit (FlashAttention (II)'s is cut): the page's heading
+        # Beside the memory panel the assignment's title would not fit (FlashAttention (II)'s is cut): the page's heading
         # carries it, the panels say what they draw.
         _axes(axes, parameter, "runtime" if memory else title)
         if memory:
@@ -132,12 +132,12 @@ def _axes(axes: Any, parameter: str, title: str) -> None:
 def context(points: Sequence[DensityPoint], title: str, parameter: str = DENSITY,
             memory_limits: Mapping[str, float] | None = None, award_words: Sequence[str] = ()) -> dict[str, Any]:
     """What the page's template is given: the figure (or None), each operation's speed-ups and crossover, the kernels
-    against each other (their times side by side, where they cross, the pack's speed-up points: `award_words`),
+    against each other (their times side by side, where they cross, the assignment's speed-up points: `award_words`),
     their memory's growth and flags, every point."""
     growths = memory_growths(points, memory_limits or {}, fit=parameter != DENSITY)
     return dict(
         title=title, parameter=parameter, figure=figure_svg(points, title, parameter),
-        # Kernels against each other where the pack swept them for it (a named parameter): SpMV against SpGEMM
+        # Kernels against each other where the assignment swept them for it (a named parameter): SpMV against SpGEMM
         # at one density is no comparison.
         crossovers=crossovers(points), time_crossovers=time_crossovers(points) if parameter != DENSITY else [],
         growths=growths, flags=[flag_words(g, parameter) for g in growths if g.flagged], award_words=award_words,

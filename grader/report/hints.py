@@ -109,7 +109,7 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
         return ["It did not compile: fix the first error the compiler names (file:line below); "
                 "later errors often follow from it."]
     if kernel.status is KernelStatus.FORBIDDEN:
-        # A forbidden method (a python pack's ".toarray") is named with its leading dot, as the spec's pattern is.
+        # A forbidden method (a python assignment's ".toarray") is named with its leading dot, as the spec's pattern is.
         methods = [s for s in kernel.forbidden_symbols if s.startswith(".")]
         calls = [s for s in kernel.forbidden_symbols if not s.startswith(".")]
         them = "it" if len(methods) == 1 else "them"
@@ -125,7 +125,7 @@ def kernel_hints(kernel: KernelResult) -> list[str]:
         return list(kernel.check_hints)
     passed = [c for c in compared if c.passed]
     failed = [c for c in compared if not c.passed]
-    if kernel.hints:  # the pack says what its failed comparisons mean: the patterns below are array kernels'
+    if kernel.hints:  # the assignment says what its failed comparisons mean: the patterns below are array kernels'
         return list(kernel.hints) if failed else []
     if not passed or not failed:
         return []

@@ -1,4 +1,4 @@
-"""A matmul pack's sweep (`grader time --sweep`, [timing] sweep_page = "matmul": tiled-matmul): every kernel's
+"""A matmul assignment's sweep (`grader time --sweep`, [timing] sweep_page = "matmul": tiled-matmul): every kernel's
 GFLOP/s against the size, the tiled kernel a line per tile; its time against the tile at the largest size; the sweet
 spot (the fastest tile at each size); and the share of cuBLAS's GFLOP/s each kernel reaches.
 
@@ -153,7 +153,7 @@ def figure_svg(points: Sequence[MatmulPoint], parameter: str) -> str | None:
 def context(points: Sequence[MatmulPoint], title: str, parameter: str, award_words: Sequence[str] = (),
             baseline: str = BASELINE) -> dict[str, Any]:
     """What the page's template is given: the figure (or None), the sweet spot and the shares of the baseline in
-    words (and the speed-up points, `award_words`, where the pack gives some), the tile table at each size, every
+    words (and the speed-up points, `award_words`, where the assignment gives some), the tile table at each size, every
     point with its GFLOP/s and share."""
     spots, found = sweet_spots(points), shares(points, baseline)
     # Every point's share of the baseline at its size (each tile's, not only the best's).

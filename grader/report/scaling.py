@@ -1,5 +1,5 @@
 """How a sweep's kernels grow with the swept parameter (N): the fitted exponent of their peak extra memory, the
-kernels whose memory grows faster than the pack allows (FlashAttention's Algorithm 1 that builds the N x N score
+kernels whose memory grows faster than the assignment allows (FlashAttention's Algorithm 1 that builds the N x N score
 matrix), and where one kernel's time overtakes another's on the same device.
 
 Plain functions over `grader.report.swept.DensityPoint`s; the density page (`grader.report.density`) draws
@@ -27,7 +27,7 @@ class MemoryGrowth:
     # every call holds (its tiles, the call's own cost), which would bend a fit of the bytes themselves.
     exponent: float | None
     fitted_from: float | None  # the smallest x of the fit
-    limit: float | None  # the pack's memory_exponent_limit for it (None: none)
+    limit: float | None  # the assignment's memory_exponent_limit for it (None: none)
 
     @property
     def flagged(self) -> bool:
@@ -134,7 +134,7 @@ def growth_words(growth: MemoryGrowth, parameter: str) -> str:
 def flag_words(growth: MemoryGrowth, parameter: str) -> str:
     """A flagged kernel, in words, with its measured memory."""
     x, most = growth.largest
-    return (f"{growth.operation}'s peak extra memory grows like {parameter}^{growth.exponent:.2f} (the pack allows "
+    return (f"{growth.operation}'s peak extra memory grows like {parameter}^{growth.exponent:.2f} (the assignment allows "
             f"less than {parameter}^{growth.limit:g}): {mebibytes(most)} at {parameter} = {x:g}. It holds memory "
             f"that grows with {parameter}² (an {parameter} x {parameter} matrix, e.g. all the scores at once)")
 

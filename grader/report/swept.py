@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CPU, GPU = "CPU", "GPU"
-DENSITY = "density"  # the case parameter a sweep's x axis reads unless the pack names another
+DENSITY = "density"  # the case parameter a sweep's x axis reads unless the assignment names another
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class DensityPoint:
     """One kernel timed on one case: where it runs, what it computes, the case's density (or the swept parameter's
     value), the median time and the most heap memory a call held beyond its arguments (None: not counted)."""
 
-    device: str  # CPU or GPU: where the pack's kernels run
+    device: str  # CPU or GPU: where the assignment's kernels run
     operation: str  # the base kernel ("spmv")
     case: str
     density: float

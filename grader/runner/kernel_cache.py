@@ -3,7 +3,7 @@ kernels at run time into a folder a variable names: `Runtime.kernel_cache_env`, 
 
 CuPy compiles each elementwise and reduction kernel with NVRTC on its first use and keeps the binary in its cache
 folder, which is the harness's home: fresh for every harness, so every harness paid the compiles again (~4 s on an
-H200 for the sparse pack's first call; a sweep starts one timing harness per case). Here the folder is copied into
+H200 for the sparse assignment's first call; a sweep starts one timing harness per case). Here the folder is copied into
 each harness's home before it starts and what it compiled is copied back after it ends, so that the submission's
 later harnesses find it.
 

@@ -81,7 +81,7 @@ class Session:
         # fails without them, leaving torch half imported for every later call.
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.cwd), "PYTHONDONTWRITEBYTECODE": "1",
                "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
-               # A package the pack names that the grader finds through its PYTHONPATH is found there too.
+               # A package the assignment names that the grader finds through its PYTHONPATH is found there too.
                "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(GRADER_ROOT), *import_paths(target.python_packages)])),
                # The harness needs no BLAS threads: a pool per core would exhaust a small process limit.
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

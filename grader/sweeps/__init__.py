@@ -1,5 +1,5 @@
 """Sweep pages: what `grader time --sweep --sweep-html FILE` draws of a sweep, one plug-in each behind one
-interface, registered by name (a pack's [timing] `sweep_page`; the core names none).
+interface, registered by name (an assignment's [timing] `sweep_page`; the core names none).
 
 A page's plug-in declares its points (made from a sweep's timings), the lines the command prints of them, its
 template and what the template is given; `render_page` renders it. It sits above both halves it joins: it reads
@@ -15,7 +15,7 @@ else; neither of those imports the other.
 A page from outside the grader (a course's own) is one module holding it as `PAGE`, registered by
 `register_sweep_page(name, module)` before the command runs; its template sits in its `template_folder`.
 
-This module stays light: the [timing] loader imports it to check a pack's page name.
+This module stays light: the [timing] loader imports it to check an assignment's page name.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ if TYPE_CHECKING:
     from grader.timing.results import SubmissionTiming
     from grader.timing.spec import TimingSpec
 
-# Page name (a pack's [timing] sweep_page) -> the module that holds it as `PAGE`.
+# Page name (an assignment's [timing] sweep_page) -> the module that holds it as `PAGE`.
 _MODULES = {"density": "grader.sweeps.density", "matmul": "grader.sweeps.matmul"}
 
 
 @dataclass(frozen=True)
 class SweepNote:
     """A line `grader time --sweep` prints of a sweep (a kernel's memory growth, a sweet spot); flagged: a finding
-    against the pack's limits (a kernel whose memory grows faster than allowed)."""
+    against the assignment's limits (a kernel whose memory grows faster than allowed)."""
 
     words: str
     flagged: bool = False
@@ -48,10 +48,10 @@ class SweepNote:
 class SweepPage(Protocol):
     """A sweep drawn as one self-contained HTML page."""
 
-    name: str  # a pack's [timing] sweep_page
+    name: str  # an assignment's [timing] sweep_page
     template: str  # its Jinja template's file name
     template_folder: Path | None  # where the template is (None: the report's own templates)
-    takes_others: bool  # other packs' sweeps (`--with`) may be drawn beside this one (a CPU pack's and its GPU's)
+    takes_others: bool  # other assignments' sweeps (`--with`) may be drawn beside this one (a CPU assignment's and its GPU's)
 
     def points(self, timing: SubmissionTiming, assignment: Assignment, parameter: str) -> list[Any]:
         """The sweep's timings as the page's points, against the swept case parameter."""
@@ -63,7 +63,7 @@ class SweepPage(Protocol):
 
     def context(self, points: Sequence[Any], title: str, spec: TimingSpec,
                 award_words: Sequence[str]) -> dict[str, Any]:
-        """What the template is given: from the points (this sweep's and any others'), the page's title, the pack's
+        """What the template is given: from the points (this sweep's and any others'), the page's title, the assignment's
         [timing] table and its speed-up points in words."""
         ...
 
@@ -73,19 +73,19 @@ class SweepPage(Protocol):
 
 
 def sweep_page_names() -> tuple[str, ...]:
-    """The pages a pack may name: the grader's and those registered."""
+    """The pages an assignment may name: the grader's and those registered."""
     return tuple(_MODULES)
 
 
 def sweep_page_named(name: str) -> SweepPage:
-    """The page registered under `name` (a pack's [timing] sweep_page)."""
+    """The page registered under `name` (an assignment's [timing] sweep_page)."""
     if name not in _MODULES:
         raise ValueError(f"unknown sweep page {name!r} (have {', '.join(sweep_page_names())})")
     return importlib.import_module(_MODULES[name]).PAGE
 
 
 def register_sweep_page(name: str, module: str) -> None:
-    """Make `name` a page packs may name: `module` (importable) holds it as `PAGE`."""
+    """Make `name` a page assignments may name: `module` (importable) holds it as `PAGE`."""
     if name in _MODULES and _MODULES[name] != module:
         raise ValueError(f"sweep page {name!r} is {_MODULES[name]}'s already")
     _MODULES[name] = module

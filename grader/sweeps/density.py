@@ -1,5 +1,5 @@
 """The sweep page of [timing] sweep_page = "density" (the default): each timed case as a point against the swept
-parameter (density; a pack's sweep_parameter, N), on the pack's device, with each call's peak extra memory where
+parameter (density; an assignment's sweep_parameter, N), on the assignment's device, with each call's peak extra memory where
 it was counted; drawn by `grader.report.density`, its memory's growth by `grader.report.scaling`."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from grader.timing.sweep import parameter_of
 
 
 def sweep_points(timing: SubmissionTiming, assignment: Assignment, parameter: str = DENSITY) -> list[DensityPoint]:
-    """The timed cases of a sweep that have a speed and a positive `parameter`, as points (CPU or GPU: the pack's
+    """The timed cases of a sweep that have a speed and a positive `parameter`, as points (CPU or GPU: the assignment's
     target), each with its peak extra memory where it was counted."""
     device = GPU if target_of(assignment).needs_gpu else CPU
     points = []
@@ -50,7 +50,7 @@ class DensityPage:
     name: str = "density"
     template: str = density.TEMPLATE
     template_folder: Path | None = None
-    takes_others: bool = True  # the CPU pack's sweep and its GPU pack's, on one figure
+    takes_others: bool = True  # the CPU assignment's sweep and its GPU assignment's, on one figure
 
     def points(self, timing: SubmissionTiming, assignment: Assignment, parameter: str) -> list[DensityPoint]:
         return sweep_points(timing, assignment, parameter)

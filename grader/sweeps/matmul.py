@@ -41,7 +41,7 @@ class MatmulPage:
     name: str = "matmul"
     template: str = matmul_sweep.TEMPLATE
     template_folder: Path | None = None
-    takes_others: bool = False  # one pack's kernels against its own baseline
+    takes_others: bool = False  # one assignment's kernels against its own baseline
 
     def points(self, timing: SubmissionTiming, assignment: Assignment, parameter: str) -> list[MatmulPoint]:
         return matmul_points(timing, assignment, parameter)

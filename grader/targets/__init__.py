@@ -148,7 +148,7 @@ def target_named(name: str) -> Target:
 
 
 def target_with(name: str, packages: tuple[str, ...] = ()) -> Target:
-    """The target registered under `name`, its harnesses also seeing `packages` (a python pack's scipy, or a
+    """The target registered under `name`, its harnesses also seeing `packages` (a python assignment's scipy, or a
     runtime's package: `grader.boundary.runtimes`); a package that runs its code on a GPU makes the target need one,
     and the runtimes the packages name add their harnesses' environment and determinism settings."""
     target = target_named(name)
@@ -178,5 +178,5 @@ def packages_to_install(assignment: Assignment) -> tuple[str, ...]:
 
 def target_of(assignment: Assignment) -> Target:
     """The target of an assignment's kernels, its harnesses also seeing the Python packages the assignment names
-    (`python_packages` in [assignment]: a python pack's scipy, a runtime's package)."""
+    (`python_packages` in [assignment]: a python assignment's scipy, a runtime's package)."""
     return target_with(assignment.target, assignment.python_packages)

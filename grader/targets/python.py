@@ -1,4 +1,4 @@
-"""The `python` target: kernels written as Python functions (NumPy, or the packages a pack adds), called on NumPy
+"""The `python` target: kernels written as Python functions (NumPy, or the packages an assignment adds), called on NumPy
 arrays in a sandboxed harness, exactly where C kernels run.
 
 The spec declares a Python kernel as it does a C one, so that cases, buffers, poison, margins and gold read the same:
@@ -95,7 +95,7 @@ class PythonTarget(HostTarget):
     name = "python"
     needs_gpu = False
     compute_sanitizer = False
-    python_packages: tuple[str, ...] = ("numpy",)  # a pack adds its own ([assignment] python_packages)
+    python_packages: tuple[str, ...] = ("numpy",)  # an assignment adds its own ([assignment] python_packages)
     harness_env: dict[str, str] = {}
     determinism: tuple[str, ...] = ()
     device_module = "grader.boundary.python_device"
@@ -103,14 +103,14 @@ class PythonTarget(HostTarget):
     importable = ("*.py",)  # a fork's sibling module (model.py's `import inference`): packed where imported
 
     def unavailable_reason(self) -> str | None:
-        """None where the kernels can run here; a pack whose packages need a GPU (cupy) also needs the package, the
+        """None where the kernels can run here; an assignment whose packages need a GPU (cupy) also needs the package, the
         driver and a GPU (asked of the driver as the cuda target asks it)."""
         if reason := self.driver_missing():
             return reason
         return target_named("cuda").unavailable_reason() if self.needs_gpu else None
 
     def driver_missing(self) -> str | None:
-        # A package the pack names but this machine lacks (scipy for a CPU pack too): the student's import would
+        # A package the assignment names but this machine lacks (scipy for a CPU assignment too): the student's import would
         # fail in the harness, a ModuleNotFoundError that is not theirs.
         absent = [p for p in self.python_packages if importlib.util.find_spec(p.split(".")[0]) is None]
         if absent:

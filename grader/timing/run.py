@@ -223,5 +223,5 @@ def time_submission(path: Path, assignment: Assignment, options: Options, timing
 
 def swept_cases(kernel: Kernel, parameter: str) -> tuple[Case, ...]:
     """The cases a sweep times: the kernel's `sweep_cases`; without them, its cases that carry the swept
-    parameter (the sparse packs' density sweep, not their edge cases); without those, all its cases."""
+    parameter (the sparse assignments' density sweep, not their edge cases); without those, all its cases."""
     return kernel.sweep_cases or tuple(c for c in kernel.cases if parameter in c.params) or kernel.cases

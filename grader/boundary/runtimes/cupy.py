@@ -1,4 +1,4 @@
-"""CuPy as a runtime (`grader.boundary.runtimes`): its code runs on the GPU, so a pack that names cupy (or cupyx)
+"""CuPy as a runtime (`grader.boundary.runtimes`): its code runs on the GPU, so an assignment that names cupy (or cupyx)
 needs one; its events time a call; it compiles elementwise and reduction kernels with NVRTC at run time into the
 folder CUPY_CACHE_DIR names, which the grader carries between a submission's harnesses (`grader.runner.
 kernel_cache`); its wheel is named for the CUDA major version (cupy-cuda12x, cupy-cuda13x), so no plain

@@ -1,4 +1,4 @@
-"""PyTorch as a runtime (`grader.boundary.runtimes`): a pack that names torch runs on the CPU wherever it grades,
+"""PyTorch as a runtime (`grader.boundary.runtimes`): an assignment that names torch runs on the CPU wherever it grades,
 and on a GPU where it also names the marker "torch.cuda". Before each call its random state is fixed (seed 0,
 deterministic algorithms, TF32 off) and, on CUDA, its allocator's peak counter reset, so that the call's peak is
 its device memory; its CUDA events time the call. Reached through `sys.modules` alone (the harness's rule)."""
@@ -64,13 +64,13 @@ RUNTIME = Runtime(
     packages=("torch",),
     gpu_marker="torch.cuda",
     # The version a machine set up to grade installs: a plain `torch` is whichever is newest (and multi-GB); the one
-    # the PyTorch packs are tested with is pinned.
+    # the PyTorch assignments are tested with is pinned.
     pin="torch==2.13.0",
     determinism=("torch.manual_seed(0) before each call", "torch.use_deterministic_algorithms(True, warn_only=True)",
                  "CUBLAS_WORKSPACE_CONFIG=:4096:8", "TF32 off (cuda.matmul, cudnn)"),
     # cuBLAS's deterministic reductions need a fixed workspace (torch's deterministic mode asks for it).
     harness_env={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
-    # A CPU torch pack runs on the CPU on a GPU machine too (no GPU slot is held for it).
+    # A CPU torch assignment runs on the CPU on a GPU machine too (no GPU slot is held for it).
     cpu_harness_env={"CUDA_VISIBLE_DEVICES": ""},
     cpu_install=("# PyTorch's CPU build: PyPI's torch is the multi-GB CUDA one, of no use without a GPU.",
                  f"{{pip}} --index-url {CPU_INDEX} {{packages}}"),
