@@ -23,7 +23,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from grader.cache import content_key, publish_file
@@ -145,6 +145,10 @@ def build_steps(assignment: Assignment, kernel: Kernel, sources: KernelSources, 
                             for part, obj in zip(parts, objects)), objects, tuple(link))
 
 
+# What a build's folders may hold that no compiler reads unless a file #includes it by name.
+DOCUMENT_SUFFIXES = (".md", ".txt", ".rst", ".pdf", ".png", ".jpg", ".jpeg", ".svg", ".csv", ".ipynb")
+
+
 def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, toolchain: Toolchain,
               sandbox: Sandbox | None = None) -> str | None:
     """The build's cache key: its files, shim, compile commands and toolchain; None where there is nothing to build."""
@@ -157,8 +161,10 @@ def build_key(assignment: Assignment, kernel: Kernel, sources: KernelSources, to
     files, shim = sources.contents, target.shim_source(kernel)
     if isinstance(target, CompiledTarget):  # (a Python kernel's imports are not #includes: all its files count)
         # A file beyond the folders counts where the compiled files reach it, as another kernel's source does.
+        # A document (a variant folder's README, laid over kernels/ with the rest) counts only where a file includes it.
         droppable = _sources_of_other_kernels(assignment, kernel, files) | {
-            f.path for f in sources.files if f.origin in BEYOND_FOLDERS}
+            f.path for f in sources.files if f.origin in BEYOND_FOLDERS} | {
+            path for path in files if PurePosixPath(path).suffix.lower() in DOCUMENT_SUFFIXES}
         files = compiler_inputs(files, [part for part, _ in steps.parts] + compiled_sources(kernel), shim, droppable)
         commands += target.library_versions(assignment.libraries)
         if patterns := watched_patterns(assignment):

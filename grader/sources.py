@@ -164,7 +164,7 @@ def gather_sources(assignment: Assignment, root: Path, kernels: tuple[Kernel, ..
     upload (Gradescope), which may be flat or lack the interface headers.
     """
     selected = kernels or assignment.kernels
-    provided = [SourceFile(relative, (assignment.template_dir / relative).read_bytes(), Origin.PROVIDED)
+    provided = [SourceFile(relative, assignment.tree_file("template", relative).read_bytes(), Origin.PROVIDED)
                 for relative in assignment.provided]
     trees: dict[Overlay | None, tuple[dict[str, SourceFile], str]] = {}
     checkout = CheckoutFiles(root)
@@ -253,7 +253,7 @@ def interface_headers(assignment: Assignment) -> list[str]:
     sources = sorted({s for k in assignment.kernels for s in k.sources if s.endswith(HEADER_SUFFIXES)})
     given = []
     for source in sources:
-        template, reference = assignment.template_dir / source, assignment.reference_dir / source
+        template, reference = assignment.tree_file("template", source), assignment.tree_file("reference", source)
         if template.is_file() and reference.is_file() and template.read_bytes() == reference.read_bytes():
             given.append(source)
     return given
@@ -324,7 +324,7 @@ def _placed_in_upload(assignment: Assignment, root: Path, tree: dict[str, Source
         else:
             if alternatives and alternatives[0] in headers:
                 placed[alternatives[0]] = SourceFile(alternatives[0],
-                                                     (assignment.template_dir / alternatives[0]).read_bytes(),
+                                                     assignment.tree_file("template", alternatives[0]).read_bytes(),
                                                      Origin.TEMPLATE)
     return placed
 

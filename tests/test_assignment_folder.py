@@ -18,6 +18,7 @@ import pytest
 from grader.cases import Seed, make_case_inputs
 from grader.errors import SpecError
 from grader.samples import VARIANT_FILE, compose, variants
+from grader.assignment.trees import tree_files
 from grader.assignment import ASSIGNMENTS_DIR, list_assignments, load_assignment
 
 from test_cli import grader
@@ -26,11 +27,14 @@ NAME = "tiny-attention"
 
 
 def new_assignment(home: Path) -> Path:
-    """flash-attention-cpu's folder copied to home/assignments/tiny-attention, its name changed: nothing else."""
+    """flash-attention-cpu's folder copied to home/assignments/tiny-attention, its name changed (the spec's and the
+    template's marker): nothing else."""
     folder = Path(shutil.copytree(ASSIGNMENTS_DIR / "flash-attention-cpu", home / "assignments" / NAME,
                                   ignore=shutil.ignore_patterns("__pycache__")))
     spec = folder / "assignment.toml"
     spec.write_text(spec.read_text().replace('name = "flash-attention-cpu"', f'name = "{NAME}"', 1))
+    marker = folder / "template" / ".kernel-grader.toml"  # the template names its assignment for `grader check`
+    marker.write_text(marker.read_text().replace('"flash-attention-cpu"', f'"{NAME}"'))
     return folder
 
 
@@ -44,8 +48,16 @@ def test_a_new_assignment_is_loaded_from_its_folder_alone(tmp_path: Path) -> Non
     assert [a.name for a in list_assignments(folder.parent)] == [NAME]
     assert assignment.root == folder.resolve()
     for path in (assignment.spec_file, assignment.inputs_file, assignment.numpy_reference_file,
-                 assignment.reference_dir, assignment.template_dir, assignment.samples_dir):
+                 assignment.template_dir, assignment.samples_dir):
         assert path.exists() and path.is_relative_to(folder.resolve()), path
+    for kind in ("template", "reference"):  # the reference is the template with the solution laid over: both its
+        laid_from = tree_files(assignment.lineage, kind).values()  # own folders, nothing of another assignment
+        assert laid_from and all(p.is_relative_to(folder.resolve() / kind) or p.is_relative_to(folder.resolve() / "template")
+                                 for p in laid_from), kind
+    assert files_of(assignment.reference_dir) == {p.relative_to(layer).as_posix(): p.read_bytes()
+                                                  for p in tree_files(assignment.lineage, "reference").values()
+                                                  for layer in (folder.resolve() / "reference", folder.resolve() / "template")
+                                                  if p.is_relative_to(layer)}
     flash = assignment.kernel("flash_attention")  # inputs.py imported from the new folder
     assert set(make_case_inputs(assignment, flash, flash.cases[0], Seed(assignment.public_seed))) == {"Q", "K", "V"}
 
@@ -58,7 +70,8 @@ def test_a_new_assignments_samples_are_listed_and_composed_from_its_folder(tmp_p
     assert len(samples) > 10 and all(s.folder.is_relative_to(folder.resolve() / "samples") for s in samples)
 
     reference = compose(assignment, None, tmp_path / "reference")
-    assert files_of(reference) == files_of(folder / "reference")
+    assert files_of(reference) == files_of(assignment.reference_dir) == {**files_of(folder / "template"),
+                                                                          **files_of(folder / "reference")}
     mutant = next(s for s in samples if s.name == "mutant-flash-no-rescale")
     composed = compose(assignment, mutant, tmp_path / "mutant")
     assert (composed / "src" / "flash_attention.cpp").read_bytes() == \
@@ -76,7 +89,8 @@ def test_the_command_line_grades_a_new_assignment_given_only_its_folder(tmp_path
     listed = grader("list", cache_dir=cache_dir, env=environment)
     assert listed.returncode == 0, listed.stderr
     assert NAME in listed.stdout and "gpt2-m1" not in listed.stdout and "flash-attention-cpu" not in listed.stdout
-    submission = shutil.copytree(folder / "reference", tmp_path / "student")
+    submission = shutil.copytree(folder / "template", tmp_path / "student")  # a fork of the template, solved
+    shutil.copytree(folder / "reference", submission, dirs_exist_ok=True)
     checked = grader("check", str(submission), "--json", str(tmp_path / "result.json"), cache_dir=cache_dir,
                      env=environment)  # recognised from its files: the one assignment there is
     assert checked.returncode == 0, checked.stdout + checked.stderr

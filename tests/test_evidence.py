@@ -249,7 +249,7 @@ def test_without_nvdisasm_resources_are_still_read(matmuls: dict[str, LibraryEvi
 @needs_sass
 def test_summary_names_kernels_by_what_their_libraries_show(matmuls: dict[str, LibraryEvidence],
                                                             tmp_path: Path) -> None:
-    reference = PROJECT_ROOT / "assignments" / "gpt2-m1" / "reference"
+    reference = load_assignment("gpt2-m1").reference_dir  # its utils/ the template's
     built = {name: evidence_of(nvcc(REFERENCE_TU.format(name=name), tmp_path / name, name, "-arch=sm_90",
                                     "-I", str(reference), "-O3", "-std=c++17"))
              for name in ("layernorm", "residual")}

@@ -148,13 +148,13 @@ def shipped_names(pack: str) -> set[str]:
 
 def test_a_numpy_gold_zip_ships_of_the_reference_only_what_the_template_gives_students() -> None:
     """flash-attention-backward's gold is NumPy's: its reference .cpp files stay out; the interface headers
-    (the template's, byte for byte) ship, for an upload that lacks them. No sample, no other pack."""
+    (the template's, which the reference inherits) ship, for an upload that lacks them. No sample, no other pack."""
     pack = load_assignment("flash-attention-backward")
     assert pack.gold == "numpy"
     names = shipped_names(pack.name)
-    reference = sorted(n.split("/reference/", 1)[1] for n in names if "/reference/" in n)
-    assert reference == sorted(interface_headers(pack)) == ["src/flash_attention_backward.h",
-                                                           "src/standard_attention_backward.h"]
+    assert not [n for n in names if "/reference/" in n]
+    assert sorted(interface_headers(pack)) == ["src/flash_attention_backward.h", "src/standard_attention_backward.h"]
+    assert {f"assignments/{pack.name}/template/{h}" for h in interface_headers(pack)} <= names
     assert not any("/samples/" in n for n in names)
     assert {n.split("/")[1] for n in names if n.startswith("assignments/")} == {pack.name}
     # Gold from the reference: the reference ships whole (run_autograder makes it root's alone).
@@ -165,13 +165,19 @@ def test_a_numpy_gold_zip_ships_of_the_reference_only_what_the_template_gives_st
 
 def test_a_based_on_zip_ships_its_bases_spec_and_modules_and_nothing_else_of_them() -> None:
     """gpt2-m3 is based on gpt2-m2, itself on gpt2-m1: without their assignment.toml the zip's grader could not
-    load it; their references, templates and samples stay out."""
+    load it, and its template is laid from theirs (grader.assignment.trees); their references (NumPy gold) and
+    samples stay out."""
+    pack = load_assignment("gpt2-m3")
     names = shipped_names("gpt2-m3")
     of_others = {n for n in names if n.startswith("assignments/") and not n.startswith("assignments/gpt2-m3/")}
-    assert of_others == {"assignments/gpt2-m2/assignment.toml", "assignments/gpt2-m1/assignment.toml",
-                         "assignments/gpt2-m1/inputs.py", "assignments/gpt2-m1/numpy_reference.py"}
-    reference = {n for n in names if n.startswith("assignments/gpt2-m3/reference/")}
-    assert reference and all(n.endswith("/utils/cuda_utils.cuh") for n in reference)  # the provided utils only
+    assert {n for n in of_others if "/template/" not in n} == {
+        "assignments/gpt2-m2/assignment.toml", "assignments/gpt2-m1/assignment.toml",
+        "assignments/gpt2-m1/inputs.py", "assignments/gpt2-m1/numpy_reference.py"}
+    assert "assignments/gpt2-m1/template/utils/cuda_utils.cuh" in of_others  # the provided utils, stored once
+    assert not [n for n in names if "/reference/" in n or "/samples/" in n]
+    shipped_template = {n.split("/template/", 1)[1] for n in names if "/template/" in n}
+    assert shipped_template == {p.relative_to(pack.template_dir).as_posix()
+                                for p in pack.template_dir.rglob("*") if p.is_file()}
 
 
 def run_autograder(zip_path: Path, root: Path, submission: Path, cache_dir: Path,

@@ -41,10 +41,10 @@ def swept(pack: Assignment, tmp_path_factory: pytest.TempPathFactory,
           cache_dir: Path) -> dict[str, SubmissionTiming]:
     """The reference's two kernels and the mutant's flash_attention, swept up to N = LARGEST."""
     mutant = tmp_path_factory.mktemp("mutant") / "submission"
-    shutil.copytree(PACK / "reference", mutant)
+    shutil.copytree(pack.reference_dir, mutant)
     shutil.copy(MUTANT / "src" / "flash_attention.cpp", mutant / "src" / "flash_attention.cpp")
     small, timing = reduced(pack), load_timing(pack)
-    return {"reference": time_submission(PACK / "reference", small, Options(cache_dir=cache_dir), timing, sweep=True),
+    return {"reference": time_submission(pack.reference_dir, small, Options(cache_dir=cache_dir), timing, sweep=True),
             "mutant": time_submission(mutant, small, Options(cache_dir=cache_dir, kernels=("flash_attention",)),
                                       timing, sweep=True)}
 

@@ -38,10 +38,10 @@ def swept(pack: Assignment, tmp_path_factory: pytest.TempPathFactory,
           cache_dir: Path) -> dict[str, SubmissionTiming]:
     """The reference's two kernels, and each materialising sample's flash kernel, swept up to N = LARGEST."""
     small, timing = with_sweep_up_to(pack, LARGEST), load_timing(pack)
-    found = {"reference": time_submission(PACK / "reference", small, Options(cache_dir=cache_dir), timing, sweep=True)}
+    found = {"reference": time_submission(pack.reference_dir, small, Options(cache_dir=cache_dir), timing, sweep=True)}
     for sample in MATERIALISING:
         submission = tmp_path_factory.mktemp(sample) / "submission"
-        shutil.copytree(PACK / "reference", submission)
+        shutil.copytree(pack.reference_dir, submission)
         shutil.copy(PACK / "samples" / sample / "src" / f"{FLASH}.cpp", submission / "src" / f"{FLASH}.cpp")
         found[sample] = time_submission(submission, small, Options(cache_dir=cache_dir, kernels=(FLASH,)), timing,
                                         sweep=True)

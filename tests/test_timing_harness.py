@@ -19,7 +19,7 @@ from grader.boundary.timing_statistics import StopRule
 from grader.cases import Seed
 from grader.options import Options
 from grader.runner.plan import Call, plan_for
-from grader.assignment import PROJECT_ROOT, Assignment
+from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
 from grader.status import TimingStatus
 from grader.timing.run import pool_inputs, time_submission
 from grader.timing.spec import parse_timing
@@ -91,7 +91,7 @@ def test_timed_calls_rotate_through_the_pool_and_the_recheck_runs_the_case_own_i
 def submission(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
     """The C++ reference with some of its files replaced."""
     folder = tmp_path / name
-    shutil.copytree(PROJECT_ROOT / "assignments" / "flash-attention-cpu" / "reference", folder)
+    shutil.copytree(load_assignment("flash-attention-cpu").reference_dir, folder)
     for path, text in files.items():
         (folder / path).write_text(text)
     return folder
@@ -105,7 +105,7 @@ def time_one(flash: Assignment, folder: Path, cache_dir: Path, kernel: str = "st
 
 def test_the_reference_is_timed_on_its_case_by_the_wall_clock(flash: Assignment, tmp_path: Path,
                                                               cache_dir: Path) -> None:
-    timing = time_one(flash, PROJECT_ROOT / "assignments" / "flash-attention-cpu" / "reference", cache_dir)
+    timing = time_one(flash, flash.reference_dir, cache_dir)
     assert timing.status is TimingStatus.TIMED, timing.message
     assert timing.case == "square-tiles" and timing.pool == 3 and timing.timer == {"clock": "wall"}
     assert timing.summary is not None and 10 <= timing.summary.calls <= 12 and timing.median_us > 0

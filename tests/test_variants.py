@@ -101,7 +101,7 @@ def make_pack(root: Path, spec: str = SPEC, name: str = "flash-variants") -> Pat
     pack.mkdir(parents=True)
     (pack / "assignment.toml").write_text(spec.replace('name = "flash-variants"', f'name = "{name}"', 1))
     reference = pack / "reference"
-    shutil.copytree(root / "assignments" / "flash-attention-cpu" / "reference", reference)
+    shutil.copytree(load_assignment(root / "assignments" / "flash-attention-cpu").reference_dir, reference)
     write(reference, {"src_opt_a/standard_attention.cpp": DOUBLE_STANDARD, "src_opt_b/flash_attention.cpp": STAGED_FLASH,
                       "src_opt_b/stage.h": STAGE_HEADER})
     (pack / "template").mkdir(parents=True)

@@ -102,6 +102,7 @@ class Document:
     based_on: str | None
     # Each check's table (grader.checks), by the check's name: (table, where it was written), own or inherited.
     checks: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    lineage: tuple[Path, ...] = ()  # the folders of the assignments it inherits from, the base's first, then its own
 
 
 ASSIGNMENT_MODULES = ("inputs.py", "numpy_reference.py")
@@ -134,7 +135,7 @@ def read_document(folder: Path, inheriting: tuple[Path, ...] = ()) -> Document:
         if len(modules) < len(ASSIGNMENT_MODULES):
             raise SpecError(f"{folder}: missing {', '.join(m for m in ASSIGNMENT_MODULES if m not in modules)} "
                             "(every assignment has input generators and a NumPy reference)")
-        return Document(dict(own), {key: where for key in own}, kernels, variants, folder, None, checks)
+        return Document(dict(own), {key: where for key in own}, kernels, variants, folder, None, checks, (folder,))
     if not isinstance(based_on, str):
         raise SpecError(f"{where}: key 'based_on' must be the name of another assignment, found {based_on!r}")
     try:
@@ -152,7 +153,8 @@ def read_document(folder: Path, inheriting: tuple[Path, ...] = ()) -> Document:
     return Document({**inherited, **own}, {**{key: parent.origins[key] for key in inherited},
                                            **{key: where for key in own}},
                     _merged(parent.kernels, kernels), variants or parent.variants,
-                    folder if modules else parent.module_root, based_on, {**parent.checks, **checks})
+                    folder if modules else parent.module_root, based_on, {**parent.checks, **checks},
+                    (*parent.lineage, folder))
 
 
 def _check_tables(document: dict[str, Any], spec_file: Path) -> dict[str, tuple[Any, str]]:

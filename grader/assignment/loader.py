@@ -84,6 +84,7 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
         variants=variants,
         based_on=document.based_on,
         module_root=document.module_root,
+        lineage=document.lineage,
         checks=checks,
         check_kernels=check_kernels(checks, kernels, variants, base_weight, variant_only_checks),
         variant_only_kernels=tuple(k for k in kernels if k.variant_only),

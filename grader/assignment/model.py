@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from grader.boundary.protocol import SCALAR_DTYPES
 from grader.errors import SpecError
 from grader.assignment.assignments import load_assignment_function, load_assignment_module
+from grader.assignment.trees import TreeKind, tree_file, tree_folder
 
 if TYPE_CHECKING:
     from grader.checks import CheckSpec
@@ -357,6 +358,8 @@ class Assignment:
     based_on: str | None = None  # the assignment this one inherits from
     # Where inputs.py and numpy_reference.py are: this assignment's folder, or (based_on) the inherited one's.
     module_root: Path | None = None
+    # The folders its template and reference are laid from (grader.assignment.trees): its bases', then its own.
+    lineage: tuple[Path, ...] = ()
     checks: tuple[CheckSpec, ...] = ()  # whole-program checks (grader.checks), each from its table
     # The checks as kernels of the result: each check's own (named after it), then each variant's ("req_0/<check>").
     check_kernels: tuple[Kernel, ...] = ()
@@ -373,13 +376,19 @@ class Assignment:
 
     @property
     def reference_dir(self) -> Path:
-        """The trusted implementation, laid out exactly like a student repository."""
-        return self.root / "reference"
+        """The trusted implementation, laid out exactly like a student repository: the template with the solution
+        laid over (`reference/` holds only what the solution changes), its bases' first (grader.assignment.trees)."""
+        return tree_folder(self.name, self.lineage or (self.root,), "reference")
 
     @property
     def template_dir(self) -> Path:
-        """The starter code students receive, with its CI workflow."""
-        return self.root / "template"
+        """The starter code students receive, with its CI workflow: its bases' templates with `template/` laid over."""
+        return tree_folder(self.name, self.lineage or (self.root,), "template")
+
+    def tree_file(self, kind: TreeKind, relative: str) -> Path:
+        """The template's or reference's file at `relative` (a provided file, an interface header), read where it
+        is stored, without writing the tree."""
+        return tree_file(self.lineage or (self.root,), kind, relative)
 
     @property
     def samples_dir(self) -> Path:

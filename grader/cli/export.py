@@ -1,5 +1,5 @@
-"""`grader export gradescope|gradescope-results|junit|gradebook`: results where other systems read them (junit: each
-format of `grader.report.formats` rendered by `export`).
+"""`grader export gradescope|gradescope-results|junit|gradebook|template`: results where other systems read them
+(junit: each format of `grader.report.formats` rendered by `export`), and an assignment's starting repository whole.
 
 An export of one result file takes it the same way in each: `RESULT` or `--result RESULT` (both
 forms have always worked somewhere: `junit r.json`, `gradescope-results --result r.json`), and
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     book.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
     book.add_argument("--out", type=Path, required=True, help="the CSV file to write")
     book.set_defaults(run=run_gradebook)
+    template = kinds.add_parser("template", help="an assignment's starting repository, whole: the folder to hand "
+                                                 "out (its bases' files included)")
+    template.add_argument("--assignment", "-a", required=True, help="assignment name (see `grader list`)")
+    template.add_argument("--out", type=Path, required=True, help="the folder to write (new, or empty)")
+    template.set_defaults(run=run_template)
 
 
 def run_gradescope_zip(arguments: argparse.Namespace) -> int:
@@ -136,4 +142,19 @@ def run_gradebook(arguments: argparse.Namespace) -> int:
     results = stored_results(arguments.store, arguments.assignment)
     gradebook.write(results, arguments.out)
     Console().print(f"gradebook of {len(results)} students written to {arguments.out}")
+    return 0
+
+
+def run_template(arguments: argparse.Namespace) -> int:
+    """The template as students fork it: `template/` holds only what it adds to its bases' (grader.assignment.trees)."""
+    console = Console()
+    assignment = load_assignment(arguments.assignment)
+    out: Path = arguments.out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        console.print(f"[red]error:[/] {out}: exists and is not an empty folder; name a new one")
+        return 2
+    shutil.copytree(assignment.template_dir, out, dirs_exist_ok=True)
+    count = sum(1 for p in out.rglob("*") if p.is_file())
+    console.print(f"{assignment.name}'s template ({count} files) written to {out}: `git init` it and push it as the "
+                  "repository students fork")
     return 0

@@ -6,9 +6,9 @@ run_autograder per submission, which grades the upload and writes results.json
 (grader.report.gradescope) where Gradescope reads it.
 
 The zip ships nothing a student could use that grading does not need: no samples (the autograder
-grades uploads), no other assignment than the one exported and the ones it is `based_on` (their spec and
-NumPy modules alone), and of the reference only what the template gives students too (the interface
-headers an upload may lack) where the gold comes from NumPy (`gold = "numpy"`). What it ships is the
+grades uploads), no other assignment than the one exported and the ones it is `based_on` (their spec, NumPy
+modules and the layers of its template and reference they hold), and of the reference only what the template
+gives students too (the interface headers an upload may lack) where the gold comes from NumPy (`gold = "numpy"`). What it ships is the
 grader's alone at run time: run_autograder makes it root's, 0700/0600, before the first build
 (docs/sandbox.md).
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jinja2
 
-from grader.assignment import PROJECT_ROOT, Assignment, load_assignment
+from grader.assignment import PROJECT_ROOT, Assignment
 from grader.targets import packages_to_install, target_of
 
 # What the zip carries of this repository: the grader itself (pyproject.toml and the README it names, for
@@ -85,7 +85,7 @@ def shipped_files(assignment: Assignment) -> list[Path]:
     files += [p for p in sorted(folder.iterdir()) if p.is_file()]
     for root in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in ASSIGNMENT_LEFT_OUT):
         found = _tree(root)
-        if root == assignment.reference_dir and assignment.gold == "numpy":
+        if root.name == "reference" and assignment.gold == "numpy":
             found = [p for p in found if _given_to_students(assignment, p)]
         files += found
     files += _inherited_files(assignment)
@@ -97,18 +97,22 @@ def _tree(root: Path) -> list[Path]:
             and p.suffix not in (".pyc", ".so", ".o")]
 
 
-def _given_to_students(assignment: Assignment, path: Path) -> bool:
+def _given_to_students(assignment: Assignment, path: Path, folder: Path | None = None) -> bool:
     """Whether the template holds this reference file as it is (an interface header: `interface_headers`)."""
-    twin = assignment.template_dir / path.relative_to(assignment.reference_dir)
+    relative = path.relative_to(folder or assignment.root / "reference").as_posix()
+    twin = assignment.tree_file("template", relative)
     return twin.is_file() and twin.read_bytes() == path.read_bytes()
 
 
 def _inherited_files(assignment: Assignment) -> list[Path]:
-    """The spec and NumPy modules of the assignments `assignment` is `based_on`, up the chain: nothing else of them."""
+    """Of the assignments `assignment` is `based_on`, up the chain: their spec and NumPy modules, and the layers of
+    its template and reference they hold (grader.assignment.trees); of a NumPy-gold reference, only what the
+    template gives too. Nothing else of them."""
     files: list[Path] = []
-    based_on = assignment.based_on
-    while based_on is not None:
-        base = load_assignment(based_on, assignment.root.parent)
-        files += [base.root / name for name in INHERITED_FILES if (base.root / name).is_file()]
-        based_on = base.based_on
+    for folder in assignment.lineage[:-1]:
+        files += [folder / name for name in INHERITED_FILES if (folder / name).is_file()]
+        files += _tree(folder / "template") if (folder / "template").is_dir() else []
+        if (folder / "reference").is_dir():
+            files += [p for p in _tree(folder / "reference")
+                      if assignment.gold == "reference" or _given_to_students(assignment, p, folder / "reference")]
     return files

@@ -81,7 +81,7 @@ def _replace_once(text: str, old: str, new: str) -> str:
 
 def main() -> None:
     for assignment in list_assignments():
-        path = assignment.template_dir / TEMPLATE_WORKFLOW
+        path = assignment.root / "template" / TEMPLATE_WORKFLOW  # its own template's: every assignment has one
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(template_workflow(assignment))
         print(path)

@@ -1,3 +1,0 @@
-from .simpleautodiff import *
-
-__title__ = "simpleautodiff"
