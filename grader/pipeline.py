@@ -38,6 +38,7 @@ from grader.assignment.shapes import named_axes
 from grader.status import BuildStatus, CallStatus
 from grader.targets import target_of
 from grader.threadsafe import load_npy
+from grader.written import find_report
 
 
 def grade(path: Path | Checkout, assignment: Assignment, options: Options,
@@ -279,6 +280,7 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         public_only=options.public_only,
         graded_at=_now(),
         message=f"compiled only: {ran.not_run_reason}; the cases run where there is a GPU" if ran.not_run_reason else "",
+        written=find_report(assignment.written, checkout.root),
     )
 
 

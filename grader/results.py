@@ -484,6 +484,21 @@ class LaterCommit:
 
 
 @dataclass(frozen=True)
+class WrittenReport:
+    """What the graded commit holds of the assignment's written report ([assignment.written], grader.written)."""
+
+    expected: list[str]  # the file and its alternatives, as the assignment names them
+    file: str | None = None  # the one found, relative to the repository (None: none)
+    size: int = 0
+    sha256: str = ""  # of the collected file ("": not collected)
+    message: str = ""  # why none was collected: missing, a symbolic link, too large
+
+    @property
+    def collected(self) -> bool:
+        return bool(self.file and self.sha256)
+
+
+@dataclass(frozen=True)
 class Submission:
     """What was graded."""
 
@@ -565,6 +580,7 @@ class Result:
     # The kernels that did not build, where the assignment makes a compile error 0 for the whole grade
     # (`compile_error_zeroes`): every kernel then scores 0, these named.
     zeroed_by: list[str] = field(default_factory=list)
+    written: WrittenReport | None = None  # the written report at the graded commit, where the assignment asks for one
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -605,9 +621,10 @@ class Result:
         additional = GroupResult(**data["additional"]) if data.get("additional") else None
         submission = {**data["submission"], "later": LaterCommit(**data["submission"]["later"])
                       if data["submission"].get("later") else None}
+        written = WrittenReport(**data["written"]) if data.get("written") else None
         return cls(**{**data, "kernels": kernels, "submission": Submission(**submission),
                       "environment": Environment(**data["environment"]), "late": late, "variants": variants,
-                      "retries": retries, "additional": additional})
+                      "retries": retries, "additional": additional, "written": written})
 
     @classmethod
     def from_json(cls, text: str) -> Result:

@@ -49,8 +49,28 @@ CREATE INDEX IF NOT EXISTS results_by_student ON results (assignment, student, i
 """
 # The store's own layout (the results' JSON has its own SCHEMA_VERSION). 1: results only; 2: runs;
 # 3: each run's commit choices (runs.pins), and results that may be fetch_failed; 4: results stored before some facts
-# were fields rewritten with them, once (`upgraded_result_json`).
-STORE_VERSION = 4
+# were fields rewritten with them, once (`upgraded_result_json`); 5: the written part, students' reports as collected
+# at the graded commit (`written`) and the TA's rubric sheets as imported (`rubric_imports`).
+STORE_VERSION = 5
+_WRITTEN = """
+CREATE TABLE IF NOT EXISTS written (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    assignment TEXT NOT NULL,
+    student TEXT NOT NULL,
+    commit_sha TEXT,
+    name TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    content BLOB NOT NULL,
+    saved_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rubric_imports (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    assignment TEXT NOT NULL,
+    sheet TEXT NOT NULL,
+    imported_at TEXT NOT NULL,
+    scores TEXT NOT NULL
+);
+"""
 _RUNS = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -131,6 +151,30 @@ def upgraded_result_json(text: str) -> str:
     return json.dumps(data)
 
 
+@dataclass(frozen=True)
+class WrittenCopy:
+    """A student's report as the store keeps it: its name in the repository, the commit it was read at, its bytes."""
+
+    name: str
+    commit: str | None
+    sha256: str
+    content: bytes
+
+
+@dataclass(frozen=True)
+class RubricImport:
+    """One imported rubric sheet: its number, where it was read from, when, and each student's scores on it."""
+
+    number: int
+    sheet: str
+    imported_at: str
+    scores: dict[str, dict[str, float]]
+
+    @property
+    def students(self) -> int:
+        return len(self.scores)
+
+
 class Store:
     def __init__(self, path: Path, read_only: bool = False) -> None:
         """Open (or create) a store; `read_only` never creates, migrates or writes (reports and exports)."""
@@ -178,6 +222,7 @@ class Store:
                 raise StoreError(f"store {self.path}: store layout version {layout[0]}, this grader reads up to "
                                  f"{STORE_VERSION}; use the matching grader version")
             self._has_runs = "runs" in tables
+            self._has_written = "written" in tables
             self._has_pins = self._has_runs and "pins" in {c[1] for c in self._db.execute("PRAGMA table_info(runs)")}
         except sqlite3.DatabaseError as error:
             raise StoreError(f"store {self.path}: not a readable results store ({error})") from None
@@ -200,8 +245,10 @@ class Store:
             for row_id, text in self._db.execute("SELECT id, result_json FROM results").fetchall():
                 if (upgraded := upgraded_result_json(text)) != text:
                     self._db.execute("UPDATE results SET result_json = ? WHERE id = ?", (upgraded, row_id))
+        if version < 5:
+            self._db.executescript(_WRITTEN)
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('store_version', ?)", (str(STORE_VERSION),))
-        self._has_runs = self._has_pins = True
+        self._has_runs = self._has_pins = self._has_written = True
 
     def save(self, result: Result, run: int | None = None) -> None:
         """Append a result, from batch run `run` if given (older results of the same student stay, as history)."""
@@ -384,6 +431,53 @@ class Store:
         if verdict != "ok":
             raise StoreError(f"store {self.path}: damaged ({verdict})")
 
+    # ------------------------------------------------------------------ the written part
+
+    def save_written(self, assignment: str, student: str, commit: str | None, name: str, sha256: str,
+                     content: bytes) -> None:
+        """Keep a student's report as the graded commit holds it (once: the same bytes again add nothing)."""
+        with self._lock, self._db:
+            newest = self._db.execute("SELECT sha256, name FROM written WHERE assignment = ? AND student = ?"
+                                      " ORDER BY id DESC LIMIT 1", (assignment, student)).fetchone()
+            if newest != (sha256, name):
+                self._db.execute("INSERT INTO written (assignment, student, commit_sha, name, sha256, content,"
+                                 " saved_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 (assignment, student, commit, name, sha256, content, _now()))
+
+    def written_reports(self, assignment: str) -> dict[str, WrittenCopy]:
+        """Each student's newest collected report."""
+        if not self._has_written:
+            return {}
+        with self._lock:
+            rows = self._db.execute("SELECT student, name, commit_sha, sha256, content FROM written WHERE id IN"
+                                    " (SELECT MAX(id) FROM written WHERE assignment = ? GROUP BY student)",
+                                    (assignment,)).fetchall()
+        return {student: WrittenCopy(name, commit, sha, bytes(content)) for student, name, commit, sha, content in rows}
+
+    def import_rubric(self, assignment: str, sheet: str, scores: dict[str, dict[str, float]]) -> int:
+        """Keep a checked sheet's scores (grader.rubric) as one import; its number."""
+        with self._lock, self._db:
+            cursor = self._db.execute("INSERT INTO rubric_imports (assignment, sheet, imported_at, scores)"
+                                      " VALUES (?, ?, ?, ?)", (assignment, sheet, _now(),
+                                                               json.dumps(scores, sort_keys=True)))
+        return int(cursor.lastrowid)
+
+    def rubric_imports(self, assignment: str) -> list[RubricImport]:
+        """Every import of the assignment's rubric scores, oldest first: the history."""
+        if not self._has_written:
+            return []
+        with self._lock:
+            rows = self._db.execute("SELECT id, sheet, imported_at, scores FROM rubric_imports WHERE assignment = ?"
+                                    " ORDER BY id", (assignment,)).fetchall()
+        return [RubricImport(number, sheet, at, json.loads(scores)) for number, sheet, at, scores in rows]
+
+    def rubric_scores(self, assignment: str) -> dict[str, dict[str, float]]:
+        """Each student's rubric scores: of the newest import that gives them a row."""
+        scores: dict[str, dict[str, float]] = {}
+        for entry in self.rubric_imports(assignment):
+            scores.update(entry.scores)
+        return scores
+
     def close(self) -> None:
         self._db.close()
 
@@ -444,3 +538,7 @@ def plan_run(store: Store, assignment: str, roster: list[str], *, regrade: bool 
     students = store.to_grade(assignment, roster, regrade=regrade, only=only, failed=failed)
     return Plan(store.start_run(assignment, mode, students, selection, command, pins), students, False, notes)
 
+
+
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")

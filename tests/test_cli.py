@@ -38,7 +38,7 @@ def test_grade_a_git_checkout_writes_json_with_its_commit(tmp_path: Path, cache_
     flash = load_assignment("flash-attention-cpu")
     folder = shutil.copytree(flash.reference_dir, tmp_path / "student")
     repo = git.Repo.init(folder)
-    repo.index.add(["src"])
+    repo.git.add(A=True)  # the whole fork: the template's files and the student's solution
     commit = repo.index.commit("my attention")
     completed = grader("grade", str(folder), "--assignment", "flash-attention-cpu", "--json", str(tmp_path / "r.json"),
                        cache_dir=cache_dir, env={"KERNEL_GRADER_SECRET": "hidden"})

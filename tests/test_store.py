@@ -143,7 +143,7 @@ def test_results_stored_before_their_facts_were_fields_get_them_once_in_the_upgr
     message, become fields; a kernel named after a check is that check's. The upgrade writes them back once, so that
     reading a result never parses a message."""
     from grader.checks import CHECK_NAMES
-    from grader.store import _RUNS, _SCHEMA
+    from grader.store import _RUNS, _SCHEMA, STORE_VERSION
 
     path = tmp_path / "layout3.sqlite"
     old = json.loads(result("ada").to_json(indent=None))
@@ -174,5 +174,5 @@ def test_results_stored_before_their_facts_were_fields_get_them_once_in_the_upgr
     with sqlite3.connect(path) as db:  # written back: the stored JSON itself has the fields now
         stored = json.loads(db.execute("SELECT result_json FROM results").fetchone()[0])
         assert stored["kernels"][0]["cases"][0]["signal"] == "SIGSEGV" and stored["kernels"][1]["check"] == check
-        assert db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone() == ("4",)
+        assert db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone() == (str(STORE_VERSION),)
     db.close()

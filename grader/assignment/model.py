@@ -329,6 +329,28 @@ class LatePolicy:
 
 
 @dataclass(frozen=True)
+class RubricItem:
+    """A part of the written work a TA scores by hand ([[assignment.written.rubric]])."""
+
+    name: str  # its column in the TA's sheet and the gradebook
+    points: float
+    earns: str = ""  # what earns the points, as the sheet and the student's report say it
+
+
+@dataclass(frozen=True)
+class WrittenPart:
+    """[assignment.written]: the study's report file and its rubric (grader.written, grader.rubric)."""
+
+    report: tuple[str, ...] = ()  # the report's file, alternatives in order: the first the commit holds
+    max_bytes: int = 20 * 2**20  # a larger report is flagged, not collected
+    rubric: tuple[RubricItem, ...] = ()
+
+    @property
+    def points(self) -> float:
+        return sum(item.points for item in self.rubric)
+
+
+@dataclass(frozen=True)
 class Assignment:
     name: str
     title: str
@@ -369,6 +391,7 @@ class Assignment:
     # "compilation errors resulting in a 0 for your whole team's code grade": any kernel that does not build
     # (the base's or a variant's) makes the whole score 0, with the kernel named.
     compile_error_zeroes: bool = False
+    written: WrittenPart | None = None  # [assignment.written]: a report file and rubric items a TA scores
 
     @property
     def spec_file(self) -> Path:

@@ -31,6 +31,7 @@ from grader.errors import StoreError
 from grader.options import Options
 from grader.results import LaterCommit, Result
 from grader.assignment import Assignment
+from grader.written import report_bytes
 from grader.store import FETCH_ATTEMPTS, Store, plan_run
 
 
@@ -264,6 +265,9 @@ def _saver(store: Store, assignment: Assignment, run: int | None, tally: Tally) 
                                 assignment.late.accepted_days if assignment.late else 0.0)
             result = dataclasses.replace(result, submission=dataclasses.replace(result.submission, later=later))
         store.save(result, run)
+        if (content := report_bytes(result.written, job.root)) is not None:  # read back at the commit it was found at
+            store.save_written(assignment.name, job.student, result.submission.commit, result.written.file,
+                               result.written.sha256, content)
         tally.record(job, result)
 
     return save

@@ -211,6 +211,11 @@ class Tally:
         for student, words in summary.later:  # a fix pushed after the deadline is never dropped without a word
             self.console.print(f"late commit not graded: {student}: {words}", soft_wrap=True, highlight=False,
                                markup=False)
+        if summary.unwritten:  # the written part is graded by hand: its TA must know whose report is missing
+            self.console.print(f"written report not collected for {len(summary.unwritten)} student(s):",
+                               soft_wrap=True, highlight=False)
+            for student, words in summary.unwritten:
+                self.console.print(f"  {student}: {words}", soft_wrap=True, highlight=False, markup=False)
 
 
 class _EtaColumn(ProgressColumn):

@@ -30,6 +30,8 @@ class ClassSummary:
     mean_score: float | None  # of the graded; None where nobody was
     slowest: tuple[tuple[str, float], ...]  # (student, seconds) of the slowest grades
     later: tuple[tuple[str, str], ...] = ()  # (student, words) for each newer commit left ungraded after the deadline
+    # (student, words) for each graded commit whose written report was not collected (missing, a link, too large)
+    unwritten: tuple[tuple[str, str], ...] = ()
 
 
 def summarise(results: Iterable[Result], assignment: str, max_score: float, rejected: int = 0) -> ClassSummary:
@@ -42,8 +44,10 @@ def summarise(results: Iterable[Result], assignment: str, max_score: float, reje
     mean = sum(r.score for r in graded) / len(graded) if graded else None
     slowest = sorted(graded, key=_seconds, reverse=True)[:SLOWEST]
     later = tuple((r.student or r.submission.path, later_commit_words(r)) for r in results if r.submission.later)
+    unwritten = tuple((r.student or r.submission.path, r.written.message) for r in graded
+                      if r.written is not None and not r.written.collected)
     return ClassSummary(assignment, len(results), counts, rejected, max_score, mean,
-                        tuple((r.student or r.submission.path, _seconds(r)) for r in slowest), later)
+                        tuple((r.student or r.submission.path, _seconds(r)) for r in slowest), later, unwritten)
 
 
 def _seconds(result: Result) -> float:

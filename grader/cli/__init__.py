@@ -17,7 +17,8 @@ from grader.errors import GraderError
 # check` need not load batch grading's fetch, store and Slurm modules. `grader --help` imports them all.
 COMMAND_MODULES = {"grade": "grader.cli.grade", "check": "grader.cli.check", "list": "grader.cli.listing",
                    "demo": "grader.cli.demo", "report": "grader.cli.report", "export": "grader.cli.export",
-                   "batch": "grader.cli.batch", "time": "grader.cli.time"}
+                   "batch": "grader.cli.batch", "time": "grader.cli.time", "rubric": "grader.cli.rubric",
+                   "similarity": "grader.cli.similarity"}
 
 
 def command_modules(names: list[str] | None = None) -> list[ModuleType]:

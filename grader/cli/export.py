@@ -21,6 +21,7 @@ from grader.cli.report import add_result_argument, load_result, load_results, re
 from grader.competition.results import CompetitionResult, read_competition
 from grader.report.formats import EXPORT, format_named, report_formats
 from grader.assignment import load_assignment
+from grader.store import Store
 from grader.timing.table import SpeedupTable, read_table
 
 if TYPE_CHECKING:
@@ -140,8 +141,16 @@ def run_gradebook(arguments: argparse.Namespace) -> int:
     from grader.report import gradebook
 
     results = stored_results(arguments.store, arguments.assignment)
-    gradebook.write(results, arguments.out)
-    Console().print(f"gradebook of {len(results)} students written to {arguments.out}")
+    assignment = load_assignment(arguments.assignment)
+    rubric = assignment.written.rubric if assignment.written else ()
+    store = Store(arguments.store, read_only=True)
+    try:
+        scores = store.rubric_scores(assignment.name) if rubric else {}
+    finally:
+        store.close()
+    gradebook.write(results, arguments.out, rubric, scores)
+    Console().print(f"gradebook of {len(results)} students written to {arguments.out}"
+                    + (f" (rubric scores of {len(scores)} imported)" if rubric else ""), highlight=False)
     return 0
 
 

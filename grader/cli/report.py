@@ -126,14 +126,24 @@ def competition_results(paths: list[Path], assignment: str) -> tuple:
 def run_dashboard(arguments: argparse.Namespace) -> int:
     from grader.report import dashboard
 
+    from grader.assignment import load_assignment
+    from grader.errors import GraderError
+
     results = stored_results(arguments.store, arguments.assignment)
+    try:  # the store alone makes the dashboard: an assignment no longer on this machine has no written part here
+        asked = load_assignment(arguments.assignment).written
+    except GraderError:
+        asked = None
     store = Store(arguments.store, read_only=True)
     try:
         history = store.history_with_runs(arguments.assignment)  # every result: the students' history pages
+        part = dashboard.WrittenPart(asked.rubric if asked else (), store.rubric_scores(arguments.assignment),
+                                     {student: (copy.name, copy.content) for student, copy
+                                      in store.written_reports(arguments.assignment).items()})
     finally:
         store.close()
     pages = dashboard.write(results, arguments.assignment, arguments.out, history,
-                            competition_results(arguments.competition, arguments.assignment))
+                            competition_results(arguments.competition, arguments.assignment), part)
     Console().print(f"dashboard of {len(results)} students written to {arguments.out / 'index.html'} "
                     f"({len(pages)} pages)")
     return 0

@@ -15,11 +15,12 @@ import collections
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from grader.report import html
+from grader.report.gradebook import RubricItem
 from grader.report.render import environment
 from grader.results import Result
 from grader.status import KernelStatus, Outcome, SubmissionStatus
@@ -60,6 +61,7 @@ class CompetitionEntry(Protocol):
     @property
     def runs(self) -> Sequence[CompetitionRun]: ...
 
+SIMILARITY_PAGE = "similarity.html"  # linked where `grader similarity` wrote it beside the dashboard
 BINS = 10  # score histogram: tenths of the maximum
 PERCENT_DIGITS = 6  # a share is binned as a percentage rounded to this: 2.4/3 is 80%, not 79.999...
 
@@ -87,16 +89,36 @@ class _Named:
     student: str
 
 
+@dataclass(frozen=True)
+class WrittenPart:
+    """The written part of a class, as the dashboard shows it: the rubric's items, the TA's imported scores by
+    student, and each student's collected report (its file name and bytes)."""
+
+    rubric: tuple[RubricItem, ...] = ()
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    reports: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+
+
+def written_file(student: str, name: str) -> str:
+    """Where the dashboard keeps a student's written report: beside their pages, under its own name."""
+    return student_file(_Named(student)).removesuffix(".html") + "-written/" + Path(name).name
+
+
 def write(results: list[Result], assignment: str, out_dir: Path,
           history: list[tuple[int | None, Result]] | None = None,
-          competition: tuple[CompetitionEntry, ...] = ()) -> list[Path]:
+          competition: tuple[CompetitionEntry, ...] = (), part: WrittenPart | None = None) -> list[Path]:
     """Render the dashboard, every student's report and history page into out_dir; returns the pages written.
 
     `history`: every stored result with its run's id, oldest first (Store.history_with_runs);
     without it each student's history is their latest result alone. `competition`: the class's competition
-    results, shown as the competition's leaderboard.
+    results, shown as the competition's leaderboard. `part`: the written part (rubric scores, reports).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    part = part or WrittenPart()
+    for student, (name, content) in part.reports.items():  # linked from the roster, never rendered: kept as bytes
+        path = out_dir / written_file(student, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
     written = []
     for result in results:
         if result.status.was_graded:
@@ -118,7 +140,9 @@ def write(results: list[Result], assignment: str, out_dir: Path,
                                              report=Path(student_file(result)).name
                                              if result.status.was_graded else None), encoding="utf-8")
         written.append(path)
-    summary = summarise(results, assignment)
+    summary = summarise(results, assignment, part)
+    if (out_dir / SIMILARITY_PAGE).is_file():  # `grader similarity --out` wrote it here: the instructor's page
+        summary["similarity"] = SIMILARITY_PAGE
     summary["competition"] = competition_board(competition, {r.student or r.submission.path for r in results})
     template = env.get_template("dashboard.html.j2")
     for column in summary["columns"]:
@@ -135,8 +159,9 @@ def page_name(key: str) -> str:
     return "index.html" if key == "student" else f"by-{key}.html"
 
 
-def summarise(results: list[Result], assignment: str) -> dict:
-    """Every figure the dashboard shows, computed from the results alone."""
+def summarise(results: list[Result], assignment: str, part: WrittenPart | None = None) -> dict:
+    """Every figure the dashboard shows, computed from the results (and the written part's scores) alone."""
+    part = part or WrittenPart()
     graded = [r for r in results if r.status.was_graded]
     kernels: list[str] = []
     for result in graded:
@@ -170,6 +195,12 @@ def summarise(results: list[Result], assignment: str) -> dict:
         for kernel in (k for r in graded for k in r.kernels if k.name == name):
             bins[score_bin(kernel.score, kernel.max_score)] += 1
         distributions.append({"kernel": name, "bins": bins})
+    for item in part.rubric if part.scores else ():  # the TA's scores, binned the same way, once imported
+        bins = [0] * BINS
+        for given in part.scores.values():
+            if item.name in given:
+                bins[score_bin(given[item.name], item.points)] += 1
+        distributions.append({"kernel": f"{item.name} (rubric, {item.points:g} points)", "bins": bins})
     late_counts = collections.Counter(math.ceil(r.late.days_late) if r.late else 0
                                       for r in results if r.status.was_graded)
     late_days = [(days, late_counts.get(days, 0)) for days in range(0, max(late_counts, default=0) + 1)]
@@ -185,10 +216,14 @@ def summarise(results: list[Result], assignment: str) -> dict:
                      ("late", sum(1 for r in results if r.late and r.late.days_late > 0)),
                      ("compile errors", outcomes[Outcome.COMPILE_ERROR]), ("crashed", outcomes[Outcome.CRASHED]),
                      ("timeouts", outcomes[Outcome.TIMEOUT])]
-    rows = [_row(r, kernels) for r in results]
+    shown_rubric = part.rubric if part.scores else ()  # the columns appear with the first imported sheet
+    rows = [_row(r, kernels, part) for r in results]
+    asks_report = any(r.written is not None for r in results) or bool(part.reports)
     scores = sorted(r.score for r in graded)
     columns = [Column("student", "student", False), Column("status", "status", False),
                Column("score", "score", True), *(Column(f"kernel-{n}", n, True) for n in kernels),
+               *(Column(f"rubric-{item.name}", item.name, True) for item in shown_rubric),
+               *([Column("written", "written report", False)] if asks_report else []),
                Column("late", "late days", True), Column("commit", "commit", False)]
     return {
         "assignment": assignment, "title": next((r.title for r in results), assignment),
@@ -202,6 +237,7 @@ def summarise(results: list[Result], assignment: str) -> dict:
                                        for (k, c, s, m), n in failures.most_common() if k == name])
                                for name in kernels],
         "distributions": distributions, "late_days": late_days, "not_submitted": not_submitted,
+        "rubric": shown_rubric, "asks_report": asks_report, "similarity": None,
         "mean": sum(scores) / len(scores) if scores else None,
         "median": (scores[len(scores) // 2] if len(scores) % 2 else (scores[len(scores) // 2 - 1] + scores[len(scores) // 2]) / 2)
         if scores else None,
@@ -258,9 +294,16 @@ def failure_pattern(kernel) -> str:
     return text.strip()[:240]
 
 
-def _row(result: Result, kernels: list[str]) -> dict:
+def _row(result: Result, kernels: list[str], part: WrittenPart) -> dict:
     scored = {k.name: k for k in result.kernels}
+    student = result.student or result.submission.path
+    given = part.scores.get(student, {})
+    report = part.reports.get(student)
+    missing = result.written.message if result.written is not None and not result.written.collected else ""
     return {
+        "rubric": {item.name: given.get(item.name) for item in part.rubric},
+        "written": written_file(student, report[0]) if report else None,
+        "written_name": Path(report[0]).name if report else "", "written_missing": missing,
         "student": result.student or result.submission.path, "status": result.status, "score": result.score,
         "max_score": result.max_score, "late": result.late.days_late if result.late else 0.0,
         "penalty": result.late.points_deducted if result.late else 0.0,
@@ -276,6 +319,11 @@ def _sort_key(row: dict, column: Column):
     if column.key.startswith("kernel-"):
         kernel = row["kernels"].get(column.key[len("kernel-"):])
         return (-(kernel.score if kernel else -1), row["student"])
+    if column.key.startswith("rubric-"):
+        given = row["rubric"].get(column.key[len("rubric-"):])
+        return (-(given if given is not None else -1), row["student"])
+    if column.key == "written":
+        return (row["written"] is not None, row["student"])  # the missing first: those a TA must chase
     if column.key == "score":
         return (-row["score"], row["student"])
     if column.key == "late":

@@ -215,6 +215,18 @@ def later_commit_words(result: Result) -> str:
     return f"commit {later.commit[:7]}, {after} after the deadline, was not graded: {why}"
 
 
+def written_words(result: Result) -> tuple[str, bool]:
+    """The written report in the student's words, and whether it is a warning ("" where none is asked for):
+    "written report: REPORT.md (12.3 KiB), collected for your TA, who grades it by hand"."""
+    written = result.written
+    if written is None:
+        return "", False
+    if not written.collected:
+        return written.message, True
+    size = f"{written.size / 1024:.1f} KiB" if written.size >= 1024 else f"{written.size} bytes"
+    return f"written report: {written.file} ({size}), collected for your TA, who grades it by hand", False
+
+
 def context(result: Result) -> dict:
     """What the per-submission templates read."""
     raw = result.raw_score if result.raw_score is not None else result.score
@@ -227,4 +239,5 @@ def context(result: Result) -> dict:
             "percent": 100 * result.score / result.max_score if result.max_score else 0.0,
             "scope": "public cases only" if result.public_only else "all cases",
             "hidden_cases": sum(not c.public for k in result.kernels for c in k.cases),
-            "compiled": compiled_files(result), "credit": credit_lines(result), "later": later_commit_words(result)}
+            "compiled": compiled_files(result), "credit": credit_lines(result), "later": later_commit_words(result),
+            "written": written_words(result)}

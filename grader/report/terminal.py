@@ -19,7 +19,8 @@ from rich.text import Text
 
 from grader.report.credit import credit_lines
 from grader.report.evidence import variant_evidence
-from grader.report.render import KernelView, compiled_files, context, later_commit_words, sizes, variant_flags
+from grader.report.render import (KernelView, compiled_files, context, later_commit_words, sizes, variant_flags,
+                                  written_words)
 from grader.results import KernelResult, Result
 from grader.status import KernelStatus, Outcome
 
@@ -71,6 +72,9 @@ def render(result: Result, console: Console | None = None, verbose: bool = False
         _line(console, Text(result.message, "yellow"))
     if later := later_commit_words(result):
         _line(console, Text(later, "yellow"))
+    written, warning = written_words(result)
+    if written:
+        _line(console, Text(written, "yellow" if warning else "dim"))
     builds = compiled_files(result)
     for kernels, files in builds:  # which of the student's files each build saw
         named = f" ({', '.join(kernels)})" if len(builds) > 1 else ""
