@@ -207,3 +207,24 @@ def test_ta_scores_are_imported_replaced_and_join_the_gradebook_and_the_dashboar
     assert 'href="students/ada-written/REPORT.md"' in page and (out / "students/ada-written/REPORT.md").read_text() == REPORT
     assert 'title="no written report: the assignment asks for one of REPORT.md or report.pdf' in page  # cy's badge
     assert (out / "by-written.html").is_file() and (out / "by-rubric-explanation.html").is_file()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
+                    reason="no chromium on PATH: run ci/setup/chromium.sh to render the pages in a browser")
+def test_the_browser_draws_the_dashboards_written_part(graded_class: dict, tmp_path: Path) -> None:
+    """The dashboard with its rubric columns, distributions and report links, opened in headless Chromium."""
+    from test_report_browser import HEIGHT, decode_png, ink, screenshot
+
+    store = str(graded_class["store"])
+    sheet = tmp_path / "rubric.csv"
+    sheet.write_text("student_id,explanation,validation\nada,4,3\nbob,3.5,1\ncy,0,0\n")
+    assert main(["rubric", "import", "--store", store, "-a", PACK, str(sheet)]) == 0
+    out = tmp_path / "dashboard"
+    assert main(["report", "dashboard", "--store", store, "-a", PACK, "--out", str(out)]) == 0
+    png = tmp_path / "dashboard.png"
+    screenshot(out / "index.html", png, tmp_path / "profile")
+    _, _, rows = decode_png(png)
+    assert ink(rows, 0, 300) > 0.02 and ink(rows, 0, HEIGHT) < 0.6
+    purple = sum(1 for row in rows for x in range(0, len(row) - 3, 4)
+                 if 120 < row[x] < 140 and 70 < row[x + 1] < 90 and row[x + 2] > 210)  # the distributions' #8250df
+    assert purple > 500
