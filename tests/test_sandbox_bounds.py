@@ -329,3 +329,17 @@ def test_one_walk_of_proc_serves_the_watchdogs_that_ask_at_once() -> None:
     finally:
         os.kill(child, 9)
         os.waitpid(child, 0)
+
+
+def test_a_death_by_signal_is_that_signal_through_either_launcher(launcher: str, tmp_path: Path) -> None:
+    """abort() is SIGABRT and a kill is SIGKILL through bubblewrap and unshare alike: the unshare launcher stays its
+    namespace's init and runs the code as its child (as init the code would drop its own abort(); unshare itself
+    exits 1 for a child killed by a signal)."""
+    import signal
+
+    for code, expected in (("import os; os.abort()", signal.SIGABRT),
+                           ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", signal.SIGKILL),
+                           ("import sys; sys.exit(3)", None)):
+        status, _, output, _ = run(NamespaceSandbox(), code, tmp_path, Limits())
+        assert status == (-expected if expected else 3), (launcher, code, status, output)
+        assert "sigprocmask" not in output

@@ -94,8 +94,30 @@ def main(argv: list[str]) -> int:
     _loopback_up()
     os.chroot(NEW_ROOT)
     os.chdir(spec["cwd"])
-    os.execvp(command[0], command)
-    return 127
+    # This launcher stays the PID namespace's init; the command runs as its child. As init, the command would ignore
+    # its own abort() (a signal from inside the namespace to its init is dropped: glibc then faults, and SIGABRT read
+    # as SIGSEGV), and unshare does not pass a signal's death on (it exits 1). So the command's status is said here,
+    # as bubblewrap says it: 128 + N for a death by signal N (HostProcess(reaped=True) reads it back).
+    child = os.fork()
+    if child == 0:
+        try:
+            os.execvp(command[0], command)
+        finally:
+            os._exit(127)
+    return _reaped_until(child)
+
+
+def _reaped_until(child: int) -> int:
+    """Reap every process of the namespace (orphans come to its init) until `child` ends; its status, as an exit code."""
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            return 127
+        except InterruptedError:
+            continue
+        if pid == child:
+            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
 if __name__ == "__main__":
