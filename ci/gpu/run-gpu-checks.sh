@@ -4,7 +4,7 @@
 #   bash ci/gpu/run-gpu-checks.sh [PART ...]   PART: probe tests m2 timing sandbox speed floor python tiled traffic class overhead batch
 #                                               batch-no-timeouts margins latency demo isolation check-profile
 #                                               traffic m3-local m3-kv m3-ops m3-competition m3-flash m3 torch torch-cpu kv-sizes
-#                                               m3-speedups m3-cutlass m3-ncu tiled-tests seeds sparse-tests
+#                                               m3-speedups m3-cutlass m3-ncu tiled-tests seeds sparse-tests secrets
 # Wheels for packages the runner lacks may be put in .whl/ (installed into /tmp/site).
 set -uo pipefail
 out=${OUT:-/tmp/kernel-grader-gpu}
@@ -120,6 +120,11 @@ for part in $parts; do
     probe) run memory-probe 120 python3 benchmarks/memory_bound_probe.py --limit-gib 4 ;;
     latency) run latency 100 python3 benchmarks/grade_latency.py gpt2-m1 --repeat 2 ;;
     demo) run demo 200 python3 -m grader demo ;;
+    # Issue 42: every pack's reference graded whole under fresh secrets, each pack SECRETS_S seconds (default 30).
+    # The CPU packs are swept on a CPU machine (RESULTS.md); here the ones that need the GPU or torch.
+    secrets) run secret-sweep 480 python3 benchmarks/secret_sweep.py --secrets 50 --budget-s "${SECRETS_S:-30}" \
+               --json "$out/secret-sweep.json" -a tiled-matmul -a gpt2-m1 -a sparse-spmv-spgemm-cupy \
+               -a nanogpt-kvcache -a contextual-sparsity -a nanogpt-kvcache-cuda -a gpt2-m2 -a gpt2-m3 ;;
     *) echo "unknown part $part" ;;
   esac
 done
