@@ -184,3 +184,12 @@ class TimingStatus(_Status):
     @property
     def has_speed(self) -> bool:
         return self is TimingStatus.TIMED
+
+
+class ClaimStatus(_Status):
+    """A study's claim against the runner's measurement (grader.claims)."""
+
+    AGREES = "agrees"  # within the assignment's off_by of the measurement
+    FLAGGED = "flagged"  # further than off_by from it (a sweet spot: not the fastest case)
+    NOT_CLAIMED = "not_claimed"  # the results file states nothing for it
+    NOT_MEASURED = "not_measured"  # the runner has no measurement of it

@@ -20,22 +20,28 @@ def find_report(part: WrittenPart | None, root: Path) -> WrittenReport | None:
     """What the checkout at `root` holds of the assignment's report; None where the assignment asks for none."""
     if part is None or not part.report:
         return None
-    expected = list(part.report)
-    for name in part.report:
+    return find_file(part.report, root, part.max_bytes, "written report")
+
+
+def find_file(names: tuple[str, ...], root: Path, max_bytes: int, noun: str) -> WrittenReport:
+    """The first of `names` the checkout at `root` holds (the report, a results file): a file of the repository
+    itself, not over `max_bytes`; where none is, why, with `noun` naming what the assignment asks for."""
+    expected = list(names)
+    for name in names:
         path = _named(root, name)
         if path is None:
             continue
         relative = path.relative_to(root).as_posix()
         if path.is_symlink() or not path.resolve().is_relative_to(root.resolve()):  # a link could name the grader's
-            return WrittenReport(expected, message=f"{relative} is a symbolic link: the report must be a file of "
+            return WrittenReport(expected, message=f"{relative} is a symbolic link: the {noun} must be a file of "
                                                    "the repository itself")
         size = path.stat().st_size
-        if size > part.max_bytes:
+        if size > max_bytes:
             return WrittenReport(expected, relative, size, message=f"{relative} is {size / 2**20:.1f} MiB, over the "
-                                                                   f"{part.max_bytes / 2**20:g} MiB the assignment "
+                                                                   f"{max_bytes / 2**20:g} MiB the assignment "
                                                                    "collects: make it smaller (compress its images)")
         return WrittenReport(expected, relative, size, hashlib.sha256(path.read_bytes()).hexdigest())
-    return WrittenReport(expected, message=f"no written report: the assignment asks for {_one_of(expected)} "
+    return WrittenReport(expected, message=f"no {noun}: the assignment asks for {_one_of(expected)} "
                                            "in the repository, and this commit has none")
 
 

@@ -18,6 +18,7 @@ from grader.assignment.document import Reader, read_document
 from grader.assignment.kernels import is_glob, load_kernel
 from grader.assignment.late import load_late_policy
 from grader.assignment.model import INITS, LIBRARIES, Assignment, Kernel
+from grader.assignment.claims import load_claims
 from grader.assignment.written import load_written
 from grader.assignment.variants import check_kernels, expanded, load_additional, load_variants
 from grader.targets import TARGET_NAMES
@@ -94,6 +95,8 @@ def load_assignment(name_or_path: str | Path, assignments_dir: Path | None = Non
         compile_error_zeroes=top.get("compile_error_zeroes", bool, False),
         written=load_written(document.assignment.get("written"),
                              top.at("written").replace("[assignment]", "[assignment.written]")),
+        claims=load_claims(document.assignment.get("claims"),
+                           top.at("claims").replace("[assignment]", "[assignment.claims]"), kernels),
     )
     if assignment.name != folder.name:
         raise SpecError(f"{spec_file} [assignment]: name {assignment.name!r} must match the folder {folder.name!r}")

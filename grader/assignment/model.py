@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -337,6 +338,41 @@ class RubricItem:
     earns: str = ""  # what earns the points, as the sheet and the student's report say it
 
 
+class ClaimKind(str, enum.Enum):
+    """What a claimed figure is, as the runner measures it."""
+
+    TIME = "time"  # the kernel's median time per call at the case, in milliseconds
+    MEMORY = "memory"  # the most heap memory a call held beyond its arguments, in MiB (CPU kernels)
+    SPEEDUP = "speedup"  # the baseline's median time over the kernel's, at the case
+    FASTEST = "fastest"  # which of the cases the kernel runs fastest at (a sweet spot): a case's name
+
+
+@dataclass(frozen=True)
+class ClaimedFigure:
+    """One figure of [[assignment.claims.figure]]: what the student states per case, what the runner measures."""
+
+    name: str  # the student's results file names it (its `figure` column)
+    kind: ClaimKind
+    kernel: str
+    cases: tuple[str, ...]  # one claim per case; FASTEST: the cases it chooses among, one claim
+    says: str = ""  # the figure in the handout's words
+    baseline: str | None = None  # SPEEDUP: the kernel whose time is divided by `kernel`'s
+    baseline_assignment: str | None = None  # SPEEDUP: the baseline is timed under this assignment (SciPy for CuPy)
+    baseline_cases: tuple[str, ...] = ()  # SPEEDUP: the baseline's case for each of `cases` (empty: the same names)
+
+    def baseline_case(self, case: str) -> str:
+        return self.baseline_cases[self.cases.index(case)] if self.baseline_cases else case
+
+
+@dataclass(frozen=True)
+class ClaimsPart:
+    """[assignment.claims]: the figures a student's repository states, checked against the runner's (grader.claims)."""
+
+    file: tuple[str, ...]  # the results file (CSV: figure, case, value), alternatives in order
+    figures: tuple[ClaimedFigure, ...]
+    off_by: float = 2.0  # a claim more than this factor from the measurement, either way, is flagged
+
+
 @dataclass(frozen=True)
 class WrittenPart:
     """[assignment.written]: the study's report file and its rubric (grader.written, grader.rubric)."""
@@ -392,6 +428,7 @@ class Assignment:
     # (the base's or a variant's) makes the whole score 0, with the kernel named.
     compile_error_zeroes: bool = False
     written: WrittenPart | None = None  # [assignment.written]: a report file and rubric items a TA scores
+    claims: ClaimsPart | None = None  # [assignment.claims]: the figures the student states, checked by measurement
 
     @property
     def spec_file(self) -> Path:

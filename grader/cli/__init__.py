@@ -18,7 +18,7 @@ from grader.errors import GraderError
 COMMAND_MODULES = {"grade": "grader.cli.grade", "check": "grader.cli.check", "list": "grader.cli.listing",
                    "demo": "grader.cli.demo", "report": "grader.cli.report", "export": "grader.cli.export",
                    "batch": "grader.cli.batch", "time": "grader.cli.time", "rubric": "grader.cli.rubric",
-                   "similarity": "grader.cli.similarity"}
+                   "similarity": "grader.cli.similarity", "claims": "grader.cli.claims"}
 
 
 def command_modules(names: list[str] | None = None) -> list[ModuleType]:

@@ -199,13 +199,15 @@ def _mapping(value: object) -> dict[str, Any]:
 
 
 def time_submission(path: Path, assignment: Assignment, options: Options, timing: TimingSpec,
-                    sweep: bool = False) -> SubmissionTiming:
+                    sweep: bool = False, cases: dict[str, tuple[str, ...]] | None = None) -> SubmissionTiming:
     """Build a submission's kernels (base and variants, as `options.kernels` selects) and time each in turn.
 
     Inputs use the assignment's public seed with nothing secret mixed in (`options.secret` is not asked
     for): a timing is a figure, not a grade, and the re-check's gold is the timed case's. sweep: time each
     kernel on every one of its sweep cases (`swept_cases`), one timing per case in the spec's order, not on its timed
-    case alone. The submission's harnesses share its compiled-kernel cache (CuPy's: each would compile again).
+    case alone; `cases`, with sweep: only these of each kernel's (by its name: a study's claimed figures,
+    grader.claims), from its sweep cases and cases. The submission's harnesses share its compiled-kernel cache (CuPy's:
+    each would compile again).
     """
     built = build_stage(path, assignment, replace(options, sanitizer=False))
     missing = {v.variant for v in built.variants if not v.submitted}
@@ -214,7 +216,8 @@ def time_submission(path: Path, assignment: Assignment, options: Options, timing
     with kernel_cache_for(target_of(assignment)) as kernel_cache:
         for kernel in built.kernels:
             artifact = None if kernel.variant in missing else built.artifacts.get(kernel.name)
-            swept = swept_cases(kernel, timing.sweep_parameter)
+            swept = swept_cases(kernel, timing.sweep_parameter) if cases is None else tuple(
+                c for c in kernel.sweep_cases + kernel.cases if c.name in cases.get(kernel.name, ()))
             specs = [replace(timing, cases=((kernel.base, c.name),)) for c in swept] if sweep else [timing]
             timings += [time_kernel(assignment, kernel, artifact, spec, built.seed, options.cache_dir, sandbox,
                                     options.cuda_arch, kernel_cache) for spec in specs]
