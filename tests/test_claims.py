@@ -158,3 +158,21 @@ def test_every_assignment_with_claims_tells_its_students_the_file_and_each_figur
         assert f"grader claims . -a {assignment.name} " in readme, assignment.name
         for figure in assignment.claims.figures:
             assert f"`{figure.name}`" in readme and all(f"`{c}`" in readme for c in figure.cases), figure.name
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
+                    reason="no chromium on PATH: run ci/setup/chromium.sh to render the pages in a browser")
+def test_the_browser_draws_the_claims_page(flash: Assignment, sweep_1024: Path, tmp_path: Path) -> None:
+    """The claims page in headless Chromium: its figure drawn, the flagged claims' red marks on it."""
+    from test_report_browser import HEIGHT, decode_png, ink, screenshot
+
+    folder = submission(flash, tmp_path / "student", f"figure,case,value\nstandard_mib,sweep-1024,{N_X_N_MIB}\n"
+                                                     f"flash_mib,sweep-1024,{N_X_N_MIB}\nflash_ms,sweep-1024,1e-6\n")
+    page, png = tmp_path / "claims.html", tmp_path / "claims.png"
+    assert main(["claims", str(folder), "-a", PACK, "--timing", str(sweep_1024), "--html", str(page)]) == 0
+    screenshot(page, png, tmp_path / "profile")
+    _, _, rows = decode_png(png)
+    assert ink(rows, 0, 300) > 0.02 and ink(rows, 0, HEIGHT) < 0.6
+    red = sum(1 for row in rows for x in range(0, len(row) - 3, 4)
+              if row[x] > 190 and 20 < row[x + 1] < 60 and 20 < row[x + 2] < 60)  # the flagged claims' #d62728
+    assert red > 100
