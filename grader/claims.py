@@ -24,7 +24,7 @@ from grader.written import find_file
 MAX_BYTES = 1 << 20  # a results file is a few rows
 COLUMNS = ("figure", "case", "value")
 TIE = 1.10  # a sweet spot within 10% of the fastest case's time is the fastest, as far as timing can tell
-UNITS = {ClaimKind.TIME: "ms", ClaimKind.MEMORY: "MiB", ClaimKind.SPEEDUP: "x"}
+UNITS = {ClaimKind.TIME: "ms", ClaimKind.MEMORY: "MiB", ClaimKind.SPEEDUP: "x"}  # report/claims.py: the same
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ dashboard. A real class: git repositories graded by `grader batch` on flash-atte
 from __future__ import annotations
 
 import csv
+import json
 import io
 import shutil
 import subprocess
@@ -228,3 +229,34 @@ def test_the_browser_draws_the_dashboards_written_part(graded_class: dict, tmp_p
     purple = sum(1 for row in rows for x in range(0, len(row) - 3, 4)
                  if 120 < row[x] < 140 and 70 < row[x + 1] < 90 and row[x + 2] > 210)  # the distributions' #8250df
     assert purple > 500
+
+
+def test_the_ta_scores_join_the_gradescope_results_as_tests_of_their_own(graded_class: dict, tmp_path: Path) -> None:
+    from grader.report.gradescope import RubricScore, results_json
+
+    store = str(graded_class["store"])
+    sheet = tmp_path / "rubric.csv"
+    sheet.write_text("student_id,explanation,validation\nada,4,2.5\nbob,3.5,1\ncy,0,0\n")
+    assert main(["rubric", "import", "--store", store, "-a", PACK, str(sheet)]) == 0
+    saved = Store(graded_class["store"], read_only=True)
+    try:
+        ada = next(r for r in saved.latest(PACK) if r.student == "ada")
+    finally:
+        saved.close()
+    (tmp_path / "ada.json").write_text(ada.to_json())
+    out = tmp_path / "results.json"
+    assert main(["export", "gradescope-results", "--result", str(tmp_path / "ada.json"), "--rubric-store", store,
+                 "--out", str(out)]) == 0
+    document = json.loads(out.read_text())
+    written = {t["name"]: t for t in document["tests"] if "rubric" in t.get("tags", [])}
+    assert {n: (t["score"], t["max_score"]) for n, t in written.items()} == {
+        "written part: explanation": (4.0, 4.0), "written part: validation": (2.5, 3.0)}
+    assert document["score"] == pytest.approx(ada.score + 6.5)
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parent / "schemas" / "gradescope-results.schema.json").read_text())
+    jsonschema.validate(document, schema)
+    # An item no TA scored yet counts nothing and is said, never a zero.
+    pending = results_json(ada, rubric=(RubricScore("explanation", 4, "why", None),))
+    assert pending["score"] == pytest.approx(ada.score) and not any("rubric" in t.get("tags", [])
+                                                                   for t in pending["tests"])
+    assert "Written part not scored yet: explanation" in pending["output"]

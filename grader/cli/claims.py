@@ -80,7 +80,7 @@ def run(arguments: argparse.Namespace) -> int:
         from grader.report.claims import render_page
 
         arguments.html.parent.mkdir(parents=True, exist_ok=True)
-        arguments.html.write_text(render_page(report, assignment.title), encoding="utf-8")
+        arguments.html.write_text(render_page(report.to_dict(), assignment.title), encoding="utf-8")
         console.print(f"claims page written to {escape(str(arguments.html))}", highlight=False, soft_wrap=True)
     return 0
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from grader.cases import read_secret
+from grader.errors import GraderError
 from grader.cli.report import add_result_argument, load_result, load_results, result_path, stored_results
 from grader.competition.results import CompetitionResult, read_competition
 from grader.report.formats import EXPORT, format_named, report_formats
@@ -25,7 +26,8 @@ from grader.store import Store
 from grader.timing.table import SpeedupTable, read_table
 
 if TYPE_CHECKING:
-    from grader.report.gradescope import Competition, SpeedUp
+    from grader.report.gradescope import Competition, RubricScore, SpeedUp
+    from grader.results import Result
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -50,6 +52,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          help="a competition file written by `grader time --competition`: its tokens/s geometric "
                               "mean leads results.json's leaderboard (none where the gate left it out: the words "
                               "say why)")
+    results.add_argument("--rubric-store", type=Path, default=None, metavar="STORE",
+                         help="the store `grader rubric import` filled: the student's written-part scores, one test "
+                              "per rubric item, counted in the score")
     results.add_argument("--log", type=Path, default=None,
                          help="the grading log, shown (its end) when the result is missing because grading failed")
     results.add_argument("--note", action="append", default=[],
@@ -93,7 +98,9 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
     if path.is_file():
         speed = speed_up(read_table(arguments.timing)) if arguments.timing else None
         entry = competition_entry(read_competition(arguments.competition)) if arguments.competition else None
-        document = gradescope.results_json(load_result(path), tuple(arguments.note), speed, entry)
+        result = load_result(path)
+        document = gradescope.results_json(result, tuple(arguments.note), speed, entry,
+                                           _rubric(result, arguments.rubric_store))
     else:
         log = arguments.log.read_text(errors="replace") if arguments.log and arguments.log.is_file() else ""
         tail = "\n".join(log.strip().splitlines()[-30:])
@@ -103,6 +110,31 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
     arguments.out.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
     Console().print(f"results.json written to {arguments.out} (score {document['score']:g})")
     return 0
+
+
+def _rubric(result: Result, store_path: Path | None) -> tuple[RubricScore, ...]:
+    """The result's student's rubric scores from the store, each item with its score (None: not scored yet)."""
+    if store_path is None:
+        return ()
+    assignment = load_assignment(result.assignment)
+    items = assignment.written.rubric if assignment.written else ()
+    if not items:
+        raise GraderError(f"--rubric-store: {assignment.name} has no rubric items ([assignment.written] rubric)")
+    if not store_path.is_file():
+        raise GraderError(f"--rubric-store {store_path}: no such store")
+    scores = rubric_scores(store_path, assignment.name).get(result.student or "", {})
+    from grader.report.gradescope import RubricScore
+
+    return tuple(RubricScore(item.name, item.points, item.earns, scores.get(item.name)) for item in items)
+
+
+def rubric_scores(store_path: Path, assignment: str) -> dict[str, dict[str, float]]:
+    """Each student's imported rubric scores in the store (read only)."""
+    store = Store(store_path, read_only=True)
+    try:
+        return store.rubric_scores(assignment)
+    finally:
+        store.close()
 
 
 def speed_up(table: SpeedupTable) -> SpeedUp | None:
@@ -143,11 +175,7 @@ def run_gradebook(arguments: argparse.Namespace) -> int:
     results = stored_results(arguments.store, arguments.assignment)
     assignment = load_assignment(arguments.assignment)
     rubric = assignment.written.rubric if assignment.written else ()
-    store = Store(arguments.store, read_only=True)
-    try:
-        scores = store.rubric_scores(assignment.name) if rubric else {}
-    finally:
-        store.close()
+    scores = rubric_scores(arguments.store, assignment.name) if rubric else {}
     gradebook.write(results, arguments.out, rubric, scores)
     Console().print(f"gradebook of {len(results)} students written to {arguments.out}"
                     + (f" (rubric scores of {len(scores)} imported)" if rubric else ""), highlight=False)

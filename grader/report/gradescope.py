@@ -31,6 +31,16 @@ class SpeedUp:
 
 
 @dataclass(frozen=True)
+class RubricScore:
+    """One rubric item of the written part and the TA's score of it (None: not scored yet), as the caller read them."""
+
+    name: str
+    points: float
+    earns: str
+    score: float | None
+
+
+@dataclass(frozen=True)
 class Competition:
     """A submission's competition entry (`grader time --competition`), as its caller read it there."""
 
@@ -40,14 +50,17 @@ class Competition:
 
 
 def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedUp | None = None,
-                 competition: Competition | None = None) -> dict:
+                 competition: Competition | None = None,
+                 rubric: tuple[RubricScore, ...] = ()) -> dict:
     """The whole results.json object for one graded submission.
 
     notes: lines for staff and students alike, above the summary (how the autograder graded it).
     speed: the leaderboard value of the submission's speed-up table (`grader time`), the measure the
     spec's [timing] names: it leads Gradescope's `leaderboard`, after the competition's. competition: the
     submission's competition result: its geometric mean of tokens/s leads the leaderboard, its runs after it;
-    one gated out has no entry, and says why above the summary.
+    one gated out has no entry, and says why above the summary. rubric: the written part's items, each with the
+    TA's score (`grader rubric import`), a test of its own counted in the score; an item not scored yet is said
+    above the summary and counts nothing (never a zero the TA did not give).
     """
     if competition is not None:
         notes = (*notes, f"Competition: {competition.words}")
@@ -57,8 +70,14 @@ def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedUp | N
                       "status": "failed", "output": f"{result.late.days_late:g} days late (deadline "
                       f"{result.late.deadline}): −{result.late.points_deducted:g} points", "output_format": "text",
                       "tags": ["late"], "visibility": PUBLIC})
+    scored = [(item, item.score) for item in rubric if item.score is not None]
+    tests += [{"name": f"written part: {item.name}", "score": score, "max_score": item.points, "status":
+               "passed" if score >= item.points else "failed", "output": f"scored by a TA: {item.earns}",
+               "output_format": "text", "tags": ["rubric"], "visibility": PUBLIC} for item, score in scored]
+    if unscored := [item.name for item in rubric if item.score is None]:
+        notes = (*notes, f"Written part not scored yet: {', '.join(unscored)} (a TA scores it; it counts then).")
     document = {
-        "score": round(result.score, 6),
+        "score": round(result.score + sum(score for _, score in scored), 6),
         "execution_time": max(0, round(result.stages.get("total", 0.0))),
         "output": "\n\n".join([*notes, _summary(result)]),
         "output_format": "md",
