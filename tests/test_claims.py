@@ -108,22 +108,28 @@ def test_a_sweet_spot_claimed_at_the_slow_case_is_flagged_timed_by_grader_claims
     folder = tmp_path / "packs" / PACK
     shutil.copytree(flash.root, folder)
     toml = folder / "assignment.toml"
-    toml.write_text(toml.read_text().replace("[[assignment.claims.figure]]", """[[assignment.claims.figure]]
-name = "sweet_spot"
+    spots = "".join(f"""[[assignment.claims.figure]]
+name = "{name}"
 kind = "fastest"
 kernel = "standard_attention"
-cases = ["sweep-128", "sweep-1024"]
-[[assignment.claims.figure]]""", 1))
+cases = ["sweep-128", "sweep-512"]
+""" for name in ("slow_spot", "fast_spot"))
+    toml.write_text(toml.read_text().replace("[[assignment.claims.figure]]", spots + "[[assignment.claims.figure]]", 1))
     pack = load_assignment(folder)
-    for claimed, verdict in (("sweep-1024", "flagged"), ("sweep-128", "agrees")):
-        student = submission(pack, tmp_path / claimed, f"figure,case,value\nsweet_spot,,{claimed}\n")
-        out = tmp_path / f"{claimed}.json"
-        assert main(["claims", str(student), "-a", str(folder), "--json", str(out), "--cache-dir", str(cache_dir)
-                     ]) == 0
-        check = next(c for c in json.loads(out.read_text())["checks"] if c["figure"] == "sweet_spot")
-        assert (check["status"], check["measured"]) == (verdict, "sweep-128"), check["words"]
-        if verdict == "flagged":
-            assert "the runner measured sweep-128 fastest" in check["words"] and "x slower" in check["words"]
+    student = submission(pack, tmp_path / "student", "figure,case,value\nslow_spot,,sweep-512\nfast_spot,,sweep-128\n")
+    out = tmp_path / "claims.json"
+    assert main(["claims", str(student), "-a", str(folder), "--json", str(out), "--cache-dir", str(cache_dir)]) == 0
+    checks = {c["figure"]: c for c in json.loads(out.read_text())["checks"]}
+    slow, fast = checks["slow_spot"], checks["fast_spot"]
+    assert (slow["status"], slow["measured"]) == ("flagged", "sweep-128"), slow["words"]
+    assert "the runner measured sweep-128 fastest" in slow["words"] and "x slower" in slow["words"]
+    assert (fast["status"], fast["measured"]) == ("agrees", "sweep-128"), fast["words"]
+    # Only the claimed cases were timed: no figure the student did not state has a measurement.
+    unstated = [c for c in json.loads(out.read_text())["checks"] if c["figure"] not in ("slow_spot", "fast_spot")]
+    assert unstated and all(c["status"] == "not_claimed" and c["measured"] is None for c in unstated)
+    empty = submission(pack, tmp_path / "nothing", "figure,case,value\n")
+    assert main(["claims", str(empty), "-a", str(folder), "--json", str(out), "--cache-dir", str(cache_dir)]) == 0
+    assert {c["status"] for c in json.loads(out.read_text())["checks"]} == {"not_claimed"}
 
 
 def test_the_spec_names_each_mistake_of_a_claims_table(flash: Assignment) -> None:

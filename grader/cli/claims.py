@@ -69,7 +69,7 @@ def run(arguments: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise GraderError(f"--timing {path}: not the JSON of `grader time --sweep` ({error})") from None
     if not arguments.timing:
-        timings.append(_measure(arguments, assignment))
+        timings.append(_measure(arguments, assignment, claims))
     checks = check_claims(part, assignment.name, claims, measurements(timings))
     report = ClaimsReport(assignment.name, str(arguments.submission), file, why, tuple(problems), tuple(checks),
                           part.off_by)
@@ -85,8 +85,9 @@ def run(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _measure(arguments: argparse.Namespace, assignment: Assignment) -> SubmissionTiming:
-    """The claimed cases of the claimed kernels timed here, on this submission."""
+def _measure(arguments: argparse.Namespace, assignment: Assignment,
+             claims: dict[tuple[str, str], float | str]) -> SubmissionTiming:
+    """The cases the student's claims name (and their baselines') timed here, on this submission."""
     from grader.timing.run import time_submission
     from grader.timing.spec import load_timing
 
@@ -97,10 +98,16 @@ def _measure(arguments: argparse.Namespace, assignment: Assignment) -> Submissio
                           f"runner (`grader time --sweep --json`) and pass that file with --timing")
     cases: dict[str, tuple[str, ...]] = {}
     for figure in part.figures:
-        cases[figure.kernel] = tuple(dict.fromkeys(cases.get(figure.kernel, ()) + figure.cases))
+        claimed = tuple(c for c in figure.cases if (figure.name, c) in claims or (figure.name, "") in claims)
+        cases[figure.kernel] = tuple(dict.fromkeys(cases.get(figure.kernel, ()) + claimed))
         if figure.baseline and not figure.baseline_assignment:
             cases[figure.baseline] = tuple(dict.fromkeys(cases.get(figure.baseline, ()) + tuple(
-                figure.baseline_case(c) for c in figure.cases)))
+                figure.baseline_case(c) for c in claimed)))
+    cases = {kernel: named for kernel, named in cases.items() if named}
+    if not cases:  # nothing claimed: nothing to time (the report says what the file lacks)
+        from grader.timing.results import SubmissionTiming
+
+        return SubmissionTiming(str(arguments.submission), assignment.name, ())
     options = Options(cache_dir=arguments.cache_dir or default_cache_dir(), sandbox=arguments.sandbox,
                       kernels=tuple(cases))
     return time_submission(arguments.submission, assignment, options, load_timing(assignment), sweep=True,
