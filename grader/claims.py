@@ -122,6 +122,19 @@ def read_claims(part: ClaimsPart, root: Path) -> tuple[str | None, str, dict[tup
     return name, "", claims, problems
 
 
+def cases_to_time(part: ClaimsPart, claims: dict[tuple[str, str], float | str]) -> dict[str, tuple[str, ...]]:
+    """The cases the student's claims name, by kernel, and their baselines' (another assignment's are timed there):
+    what `grader claims` times; a figure not claimed is not timed."""
+    cases: dict[str, tuple[str, ...]] = {}
+    for figure in part.figures:
+        claimed = tuple(c for c in figure.cases if (figure.name, c) in claims or (figure.name, "") in claims)
+        cases[figure.kernel] = tuple(dict.fromkeys(cases.get(figure.kernel, ()) + claimed))
+        if figure.baseline and not figure.baseline_assignment:
+            cases[figure.baseline] = tuple(dict.fromkeys(cases.get(figure.baseline, ()) + tuple(
+                figure.baseline_case(c) for c in claimed)))
+    return {kernel: named for kernel, named in cases.items() if named}
+
+
 def measurements(timings: list[SubmissionTiming]) -> dict[tuple[str, str, str], KernelTiming]:
     """Each timing by (assignment, kernel, case); a later sweep's replaces an earlier one's."""
     return {(t.assignment, k.kernel, k.case): k for t in timings for k in t.kernels}

@@ -88,6 +88,7 @@ def run(arguments: argparse.Namespace) -> int:
 def _measure(arguments: argparse.Namespace, assignment: Assignment,
              claims: dict[tuple[str, str], float | str]) -> SubmissionTiming:
     """The cases the student's claims name (and their baselines') timed here, on this submission."""
+    from grader.claims import cases_to_time
     from grader.timing.run import time_submission
     from grader.timing.spec import load_timing
 
@@ -96,14 +97,7 @@ def _measure(arguments: argparse.Namespace, assignment: Assignment,
     if reason := unavailable_reason(assignment.target, assignment.python_packages):
         raise GraderError(f"cannot time {assignment.name}'s kernels on this machine: {reason}. Time them on the "
                           f"runner (`grader time --sweep --json`) and pass that file with --timing")
-    cases: dict[str, tuple[str, ...]] = {}
-    for figure in part.figures:
-        claimed = tuple(c for c in figure.cases if (figure.name, c) in claims or (figure.name, "") in claims)
-        cases[figure.kernel] = tuple(dict.fromkeys(cases.get(figure.kernel, ()) + claimed))
-        if figure.baseline and not figure.baseline_assignment:
-            cases[figure.baseline] = tuple(dict.fromkeys(cases.get(figure.baseline, ()) + tuple(
-                figure.baseline_case(c) for c in claimed)))
-    cases = {kernel: named for kernel, named in cases.items() if named}
+    cases = cases_to_time(part, claims)
     if not cases:  # nothing claimed: nothing to time (the report says what the file lacks)
         from grader.timing.results import SubmissionTiming
 

@@ -114,6 +114,8 @@ def run_gradescope_results(arguments: argparse.Namespace) -> int:
 
 def _rubric(result: Result, store_path: Path | None) -> tuple[RubricScore, ...]:
     """The result's student's rubric scores from the store, each item with its score (None: not scored yet)."""
+    from grader.report.gradescope import RubricScore
+
     if store_path is None:
         return ()
     assignment = load_assignment(result.assignment)
@@ -123,8 +125,6 @@ def _rubric(result: Result, store_path: Path | None) -> tuple[RubricScore, ...]:
     if not store_path.is_file():
         raise GraderError(f"--rubric-store {store_path}: no such store")
     scores = rubric_scores(store_path, assignment.name).get(result.student or "", {})
-    from grader.report.gradescope import RubricScore
-
     return tuple(RubricScore(item.name, item.points, item.earns, scores.get(item.name)) for item in items)
 
 

@@ -70,14 +70,14 @@ def results_json(result: Result, notes: tuple[str, ...] = (), speed: SpeedUp | N
                       "status": "failed", "output": f"{result.late.days_late:g} days late (deadline "
                       f"{result.late.deadline}): −{result.late.points_deducted:g} points", "output_format": "text",
                       "tags": ["late"], "visibility": PUBLIC})
-    scored = [(item, item.score) for item in rubric if item.score is not None]
-    tests += [{"name": f"written part: {item.name}", "score": score, "max_score": item.points, "status":
-               "passed" if score >= item.points else "failed", "output": f"scored by a TA: {item.earns}",
-               "output_format": "text", "tags": ["rubric"], "visibility": PUBLIC} for item, score in scored]
+    scored = [item for item in rubric if item.score is not None]
+    tests += [{"name": f"written part: {item.name}", "score": item.score, "max_score": item.points, "status":
+               "passed" if item.score >= item.points else "failed", "output": f"scored by a TA: {item.earns}",
+               "output_format": "text", "tags": ["rubric"], "visibility": PUBLIC} for item in scored]
     if unscored := [item.name for item in rubric if item.score is None]:
         notes = (*notes, f"Written part not scored yet: {', '.join(unscored)} (a TA scores it; it counts then).")
     document = {
-        "score": round(result.score + sum(score for _, score in scored), 6),
+        "score": round(result.score + sum(item.score or 0.0 for item in scored), 6),
         "execution_time": max(0, round(result.stages.get("total", 0.0))),
         "output": "\n\n".join([*notes, _summary(result)]),
         "output_format": "md",
