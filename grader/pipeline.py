@@ -234,7 +234,7 @@ def score_stage(ran: Ran, assignment: Assignment, options: Options) -> Result:
         outcome = outcomes.get((kernel.name, case.name))
         if outcome is None or outcome.status != CallStatus.OK or outcome.output_dir is None:
             return None, {}, {}
-        produced = _load_outputs(outcome.output_dir, kernel)
+        produced = load_outputs(outcome.output_dir, kernel)
         expected = judged_with(kernel, produced, gold[(kernel.name, case.name)])
         axes = {b.name: named_axes(b, case.params) for b in kernel.buffers_with("output")}
         words = {b.name: b.element for b in kernel.buffers_with("output") if b.element}
@@ -350,7 +350,7 @@ def pointers_of(kernel: Kernel) -> tuple[str, ...]:
     return tuple(p.name for p in kernel.signature.parameters if p.pointer)
 
 
-def _load_outputs(folder: Path, kernel: Kernel) -> dict[str, np.ndarray]:
+def load_outputs(folder: Path, kernel: Kernel) -> dict[str, np.ndarray]:
     outputs = {}
     for buffer in kernel.buffers_with("output"):
         path = folder / f"{buffer.name}.npy"

@@ -193,3 +193,23 @@ class ClaimStatus(_Status):
     FLAGGED = "flagged"  # further than off_by from it (a sweet spot: not the fastest case)
     NOT_CLAIMED = "not_claimed"  # the results file states nothing for it
     NOT_MEASURED = "not_measured"  # the runner has no measurement of it
+
+
+class MutantStatus(_Status):
+    """A mutant of a pack's reference, after its grade (grader.audit)."""
+
+    KILLED = "killed"  # some case failed on its values (or a check, a forbidden call): the cases see it
+    WEAK_KILL = "weak_kill"  # lost points only by a crash or a time-out: no case judged a wrong output
+    SURVIVED = "survived"  # full marks: no case notices the change
+    EQUIVALENT = "equivalent"  # survived, and its outputs match the reference's on every case and on fresh inputs
+    STILLBORN = "stillborn"  # does not build (or parse): never run, not counted in the score
+    ERROR = "error"  # the grader failed on it: not counted either
+
+    @property
+    def counts(self) -> bool:
+        """Part of the mutation score's denominator."""
+        return self in (MutantStatus.KILLED, MutantStatus.WEAK_KILL, MutantStatus.SURVIVED)
+
+    @property
+    def is_kill(self) -> bool:
+        return self in (MutantStatus.KILLED, MutantStatus.WEAK_KILL)

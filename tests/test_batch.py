@@ -221,8 +221,9 @@ def test_a_newer_packs_class_scores_the_reference_full_and_the_mutant_its_cases(
     roster = tmp_path / "roster.csv"
     roster.write_text(f"student,repository\nada,{ada}\nben,{ben}\n")
     store = tmp_path / "grades.sqlite"
+    # The session's build cache, but a clone cache of its own: a batch holds its clone cache's lock.
     assert run_batch(str(roster), "-a", name, "--deadline", DEADLINE, "--store", str(store),
-                     "--cache-dir", str(cache_dir)) == 0
+                     "--cache-dir", str(cache_dir), "--repos-dir", str(tmp_path / "clones")) == 0
     results = {r.student: r for r in Store(store).latest(name)}
     assert results["ada"].score == results["ada"].max_score == pack.max_score
     sample = next(v for v in variants(pack) if v.name == mutant)

@@ -57,19 +57,26 @@ LOCAL_NEIGHBOURS = ("alt-flash-row-outer", "alt-standard-online-softmax", "mutan
                     "mutant-standard-transposed-k")
 
 
+# The docker class: the attacks on what a container shares with its neighbours (the host's memory, processes, disk,
+# files and network). The attacks on the harness's protocol (forged progress, fake stdout, writes past a buffer, a
+# crash at load) are held by the harness, the same in every backend: the local class has them beside others.
+DOCKER_NEIGHBOURS = ("attack-fork-bomb", "attack-memory-hog", "attack-host-memory-hog", "attack-fill-private-tmp",
+                     "attack-flood-output-files", "attack-huge-stdout", "attack-network", "attack-write-outside",
+                     "attack-read-secrets", "attack-mutate-inputs")
+
+
 def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None]:
     """Every student of the class, with the reference.
 
-    Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. Docker: every attack (each
-    alone under docker: the few whose checks go further, in tests/test_sandbox_attacks.py); what a container
-    changes beside others is how these are held.
+    Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. Docker: DOCKER_NEIGHBOURS,
+    the attacks on what containers share (each attack alone under docker: tests/test_sandbox_attacks.py).
     The looping sample is in neither: it spins a core for 2 x LIMIT_S and is confirmed alone after the class, the
     longest part of a class; a loop beside another harness is in tests/test_harnesses_at_once.py, and the local
     sandbox (the default) stops it in tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py.
     """
     def wanted(name: str) -> bool:
         if backend == "docker":
-            return name.startswith("attack-")
+            return name in DOCKER_NEIGHBOURS
         return (name.startswith(("attack-", "hostile-")) and name != LOOPING) or name in LOCAL_NEIGHBOURS
 
     students: dict[str, Sample | None] = {"reference": None}

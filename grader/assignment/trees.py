@@ -42,6 +42,12 @@ def tree_files(lineage: tuple[Path, ...], kind: TreeKind) -> dict[str, Path]:
     return {relative: layer / relative for relative, layer in _layer_of(lineage, kind).items()}
 
 
+def solution_files(lineage: tuple[Path, ...]) -> dict[str, Path]:
+    """The reference tree's files that a `reference/` layer gives (what the solution writes), with their files."""
+    return {relative: layer / relative for relative, layer in _layer_of(lineage, "reference").items()
+            if layer.name == "reference"}
+
+
 def _layer_of(lineage: tuple[Path, ...], kind: TreeKind) -> dict[str, Path]:
     """Each relative path of the tree, with the highest layer that holds it."""
     found: dict[str, Path] = {}

@@ -18,7 +18,8 @@ from grader.errors import GraderError
 COMMAND_MODULES = {"grade": "grader.cli.grade", "check": "grader.cli.check", "list": "grader.cli.listing",
                    "demo": "grader.cli.demo", "report": "grader.cli.report", "export": "grader.cli.export",
                    "batch": "grader.cli.batch", "time": "grader.cli.time", "rubric": "grader.cli.rubric",
-                   "similarity": "grader.cli.similarity", "claims": "grader.cli.claims"}
+                   "similarity": "grader.cli.similarity", "claims": "grader.cli.claims",
+                   "audit": "grader.cli.audit"}
 
 
 def command_modules(names: list[str] | None = None) -> list[ModuleType]:
