@@ -79,6 +79,18 @@ def test_a_weak_case_set_has_survivors_that_the_missing_case_kills_and_a_second_
     # ... but a case one size larger does: not shown equivalent, and said where its outputs moved.
     assert "differ from the reference's" in survivor.words and "one-by-one~wider" in survivor.words
     assert report.kernel_scores()["matvec"] == (0, 1) and report.score == 0
+    weak_page = tmp_path / "weak.html"
+    weak_page.write_text(render_page(report.to_dict()))
+    (row,) = html.fromstring(weak_page.read_text()).xpath("//tr[@class='survived']")
+    assert "total =+" in row.text_content() and "kernels/matvec.py:8" in row.text_content()
+    if shutil.which("chromium") or shutil.which("chromium-browser"):  # the page as a browser draws it
+        from test_report_browser import decode_png, screenshot
+
+        screenshot(weak_page, tmp_path / "weak.png", tmp_path / "profile")
+        _, _, rows = decode_png(tmp_path / "weak.png")
+        red = sum(1 for r in rows for x in range(0, len(r) - 3, 4)  # the survivor's row, in #cf222e
+                  if r[x] > 180 and r[x + 1] < 80 and r[x + 2] < 90)
+        assert red > 50
 
     strong = load_assignment(weak_pack(tmp_path, f"{ONE_BY_ONE}\n{TALL}"))
     report = audit(strong, options, mutants=accumulation_mutants(strong), with_samples=False)

@@ -204,13 +204,19 @@ def audit(assignment: Assignment, options: Options, *, limit: int | None = None,
                     survivors.append((verdict, folders[key]))
                 verdicts[key] = verdict
         references: dict[int, tuple[Assignment, Outputs]] = {}
+        unchecked: set[str] = set()  # survivors the budget left no time to compare: not cached as judged
         for done, (verdict, folder) in enumerate(survivors):
+            if deadline is not None and time.monotonic() > deadline:  # a survivor left unchecked stays one
+                verdicts[verdict.mutant.key] = dataclasses.replace(
+                    verdict, words=f"{verdict.words}; not compared with the reference on fresh inputs (--seconds)")
+                unchecked.add(verdict.mutant.key)
+                continue
             verdicts[verdict.mutant.key] = _equivalence(assignment, options, verdict, folder, fresh_secrets,
                                                         Path(scratch) / "fresh" / str(done), references)
             if on_progress:
                 on_progress(total, total, f"{verdict.mutant.key} checked on fresh inputs")
         for key in verdicts:
-            if key in by_key:
+            if key in by_key and key not in unchecked:
                 cache.keep(verdicts[key], source[verdicts[key].mutant.file], cases)
         cache.save()
     checks = [check for s in samples if SAMPLE_PREFIX + s.name in results
