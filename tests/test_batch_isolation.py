@@ -31,6 +31,7 @@ from grader.errors import MachineError
 from grader.options import Options
 from grader.pipeline import grade
 from grader.results import Result, Retry
+from grader.runner.slots import HARNESSES_ENV
 from grader.samples import Sample, compose, variants
 from grader.sandbox.host import make_searchable
 from grader.assignment import Assignment, load_assignment
@@ -146,6 +147,10 @@ def test_the_attackers_corpus_graded_as_one_class_hurts_no_one(backend: str, pac
                                                                 victim: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 run_folders: set[str]) -> None:
     monkeypatch.setenv("KERNEL_GRADER_SECRET", SECRET)
+    if backend == "local":
+        # Two harnesses a submission, as on a machine of four cores: each attack is beside its own submission's
+        # other kernel too, not only beside the other students' (under docker each harness has its own container).
+        monkeypatch.setenv(HARNESSES_ENV, "2")
     store = tmp_path / "grades.sqlite"
     students = corpus(pack, backend)
     roster = tmp_path / "roster.csv"

@@ -32,22 +32,14 @@ from grader.assignment import Assignment
 
 from conftest import grade_variant
 from probe_pack import make_probe, probe_calls
-from sandbox_fixtures import backend, docker_ready, run_folders  # noqa: F401  (fixtures)
 # The same tests, collected again in this module, where every grade runs two harnesses at once.
 from test_pipeline_cpu import (test_infinite_loop_costs_only_its_kernel_and_is_stopped_at_the_limit,  # noqa: F401
                                test_reference_scores_full_marks, test_segfault_message_names_the_signal_and_the_case)
-from test_sandbox_attacks import host_listener, victim  # noqa: F401
-from test_sandbox_attacks import test_attack_is_contained as attack_is_contained
 
-# The attacks on what a neighbour shares or could see: the machine's processes and memory, the disk,
-# the inputs, the progress channel, the logs.
-# (Writing outside, reading secrets, huge output and mutated inputs are checked alone, and beside others in the
-# isolation classes: tests/test_sandbox_attacks.py, tests/test_batch_isolation.py.)
-NEIGHBOURLY = ("attack-fork-bomb", "attack-memory-hog", "attack-host-memory-hog", "attack-fill-private-tmp",
-               "attack-flood-output-files", "attack-forge-progress")
-
-# Crashing, looping, void and wrong: each fails its own kernel, and the other kernel runs beside it.
-COMPARED = ("hostile-flash-segfault", "hostile-flash-infinite-loop", "attack-forge-progress",
+# Crashing, void and wrong: each fails its own kernel, and the other kernel runs beside it. (Looping: the infinite loop's
+# test, imported above, runs here with two harnesses. The attacks beside another harness of the same submission: the
+# local class of tests/test_batch_isolation.py runs two harnesses a submission.)
+COMPARED = ("hostile-flash-segfault", "attack-forge-progress",
             "hostile-flash-static-constructor-crash", "mutant-standard-transposed-k")
 
 
@@ -72,16 +64,6 @@ def test_two_harnesses_at_once_grade_as_one_at_a_time(name: str | None, flash: A
     assert [k.message for k in beside.kernels] == [k.message for k in alone.kernels]
     assert alone.environment.harnesses_at_once == 1 and beside.environment.harnesses_at_once == 2
     assert Result.from_json(beside.to_json()) == beside
-
-
-# The local sandbox only: under docker each harness has a container of its own, and the attacks beside
-# others there are graded as a class in tests/test_batch_isolation.py.
-@pytest.mark.parametrize("backend", ["local"])
-@pytest.mark.parametrize("name", NEIGHBOURLY)
-def test_attack_beside_another_harness_is_contained(name: str, backend: str, flash: Assignment, tmp_path: Path,
-                                                    cache_dir: Path, host_listener, victim: Path,
-                                                    monkeypatch: pytest.MonkeyPatch, run_folders: set[str]) -> None:
-    attack_is_contained(name, backend, flash, tmp_path, cache_dir, host_listener, victim, monkeypatch, run_folders)
 
 
 WRITER = """\
