@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,12 +93,6 @@ def session_working_folder(hermetic_session: hermetic.Session) -> Iterator[Path]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(hermetic_session.cwd)
         yield hermetic_session.cwd
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: two workers a core. Half a worker's time is spent waiting (on harnesses' time limits, containers,
-    nvcc's and git's processes): with one worker a core the suite kept a 2-core machine 44% busy."""
-    return 2 * (os.cpu_count() or 1)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
