@@ -40,7 +40,7 @@ from grader.store import Store
 from conftest import with_time_limit
 from sandbox_fixtures import backend, docker_ready, orphaned_harnesses, run_folders  # noqa: F401  (fixtures)
 from test_batch import at, commit, submission
-from test_sandbox_attacks import ATTACK_WORDS, ESCAPES, SECRET, host_listener, victim  # noqa: F401  (fixtures)
+from test_sandbox_attacks import ESCAPES, SECRET, check_attack, host_listener, victim  # noqa: F401  (fixtures)
 
 RUN_SLOTS = 4
 # Per call: long enough that every attack meets its own bound (memory, processes, files) before the time
@@ -70,7 +70,8 @@ def corpus(flash: Assignment, backend: str = "local") -> dict[str, Sample | None
     """Every student of the class, with the reference.
 
     Local: every attack and hostile sample but the looping one, beside LOCAL_NEIGHBOURS. Docker: DOCKER_NEIGHBOURS,
-    the attacks on what containers share (each attack alone under docker: tests/test_sandbox_attacks.py).
+    the attacks on what containers share (those whose checks go further than a class's, alone on each backend:
+    tests/test_sandbox_attacks.py).
     The looping sample is in neither: it spins a core for 2 x LIMIT_S and is confirmed alone after the class, the
     longest part of a class; a loop beside another harness is in tests/test_harnesses_at_once.py, and the local
     sandbox (the default) stops it in tests/test_pipeline_cpu.py and tests/test_sandbox_attacks.py.
@@ -121,25 +122,13 @@ class ProcessCount(threading.Thread):
 
 
 def check_student(name: str, variant: Sample | None, result: Result) -> None:
-    """Every innocent kernel full marks; the attacked one its own status and words; never `error`."""
+    """The reference full marks; every other student as graded alone (`check_attack`: the attacked kernel its own
+    status, failed cases and words, every other kernel full marks); never `error`."""
     assert result.status == "graded", (name, result.message)
-    by_name = {k.name: k for k in result.kernels}
-    attacked = variant.kernel if variant is not None else None
-    for kernel_name, kernel in by_name.items():
-        if kernel_name == attacked:
-            continue
-        assert kernel.status == "passed" and kernel.score == kernel.max_score, (name, kernel_name, kernel.message)
     if variant is None:
+        assert result.score == result.max_score, [(k.name, k.message) for k in result.kernels]
         return
-    kernel = by_name[variant.kernel]
-    assert kernel.status == variant.expect, (name, kernel.message)
-    if variant.expect == "passed":
-        assert kernel.score == kernel.max_score, (name, kernel.message)
-    for words in ATTACK_WORDS.get(name, ()):
-        words = words.replace("within 3 s", f"within {LIMIT_S:g} s")  # the attack tests' limit, and this one's
-        assert words in kernel.message, (name, words, kernel.message)
-    if name == "attack-fake-stdout":
-        assert kernel.score == 0
+    check_attack(name, variant, result, LIMIT_S)
 
 
 def test_the_attackers_corpus_graded_as_one_class_hurts_no_one(backend: str, pack: Assignment, classroom: Path,

@@ -1,9 +1,11 @@
 """The attacker's corpus (assignments/flash-attention-cpu/samples/attack-*) on every sandbox backend.
 
 Each attack must be contained, get a clear status, and leave the other kernel's score and the
-grader untouched. The whole corpus runs alone on the local (namespace) backend; under docker, the attacks whose
-checks here go further than a class's (DOCKER_ALONE) run alone, and every attack is graded in the docker class
-of tests/test_batch_isolation.py (a container per harness, four at once), with the same verdicts and words.
+grader untouched (`check_attack`). Every attack is graded in a class of tests/test_batch_isolation.py, which holds
+each to `check_attack` too: the whole corpus beside other submissions on the local (namespace) backend, and the
+attacks on what containers share in the docker class (a container per harness, four at once). Here, alone on each
+backend, the attacks whose checks go further than a class's (ALONE: the harness's own view of the network, the
+paths written outside, the cached inputs' digests).
 """
 
 from __future__ import annotations
@@ -114,13 +116,35 @@ def check_contained(result: Result, variant: Sample) -> None:
     assert SECRET not in result.to_json()
 
 
-# Under docker alone: the attacks whose checks here are more than the class's (the harness's own view of the network,
-# the paths written outside, the cached inputs' digests).
-DOCKER_ALONE = ("attack-network", "attack-write-outside", "attack-mutate-inputs")
+def check_attack(name: str, variant: Sample, result: Result, limit_s: float = 3.0) -> None:
+    """What a grading of the sample `name` must show, alone or in a class: contained (`check_contained`), under an
+    enforced sandbox, the attacked kernel's message in the words the attack should get (a time limit said as
+    `limit_s`), and what each attack must not have done."""
+    check_contained(result, variant)
+    assert result.environment.sandbox_enforced, result.environment
+    attacked = next(k for k in result.kernels if k.name == variant.kernel)
+    for words in ATTACK_WORDS.get(name, ()):
+        words = words.replace("within 3 s", f"within {limit_s:g} s")
+        assert words in attacked.message, (words, attacked.message)
+    if name == "attack-fake-stdout":
+        assert attacked.score == 0 and result.score == 2
+    if name == "attack-fill-private-tmp":
+        assert not Path("/tmp/kernel-grader-fill-attack").exists()
+    if name == "attack-compiler-reads-shadow":
+        assert "root:" not in attacked.message
+    if name == "attack-fork-bomb":  # ended at its cap, not by its time limit
+        assert "did not finish within" not in attacked.message
+    if name == "attack-huge-stdout":  # 8 MiB a call, six calls: what is kept is the cap's, per stream
+        assert len(attacked.log) <= 2 * 2 * (1 << 20), len(attacked.log)
 
 
-@pytest.mark.parametrize("backend, name", [*(("local", name) for name in sorted(ATTACKS)),
-                                           *(("docker", name) for name in DOCKER_ALONE)], indirect=["backend"])
+# Alone on each backend: the attacks whose checks here are more than a class's (the harness's own view of the network,
+# the paths written outside, the cached inputs' digests). Every other attack is held to `check_attack` in its class.
+ALONE = ("attack-network", "attack-write-outside", "attack-mutate-inputs")
+
+
+@pytest.mark.parametrize("backend, name", [(backend, name) for backend in ("local", "docker") for name in ALONE],
+                         indirect=["backend"])
 def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_path: Path, cache_dir: Path,
                              host_listener, victim: Path, monkeypatch: pytest.MonkeyPatch,
                              run_folders: set[str]) -> None:
@@ -135,9 +159,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
     limited = flash if variant.expect == "timeout" else with_time_limit(flash, 30.0)
     inputs_before = _inputs_digests(cache_dir)  # the entries earlier gradings left: an attack must change none
     result, _ = grade_attack(name, limited, backend, tmp_path, cache_dir)
-    check_contained(result, variant)
-    assert result.environment.sandbox == backend and result.environment.sandbox_enforced
-    attacked = next(k for k in result.kernels if k.name == variant.kernel)
+    check_attack(name, variant, result)
+    assert result.environment.sandbox == backend
     # Whatever the attack started is gone with its sandbox.
     assert run_folders, "the test saw none of its own run folders"
     assert settled(lambda: orphaned_harnesses(run_folders)) == []  # this test's own harnesses only
@@ -151,18 +174,6 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
         assert not any(path.name == "pwned" for path in _cached_inputs(cache_dir)) and not (cache_dir / "pwned").exists()
         inputs_after = _inputs_digests(cache_dir)
         assert {path: inputs_after.get(path) for path in inputs_before} == inputs_before
-    for words in ATTACK_WORDS.get(name, ()):
-        assert words in attacked.message, (words, attacked.message)
-    if name == "attack-fake-stdout":
-        assert attacked.score == 0 and result.score == 2
-    if name == "attack-fill-private-tmp":
-        assert not Path("/tmp/kernel-grader-fill-attack").exists()
-    if name == "attack-compiler-reads-shadow":
-        assert "root:" not in attacked.message
-    if name == "attack-fork-bomb":  # ended at its cap, not by its time limit
-        assert "did not finish within" not in attacked.message
-    if name == "attack-huge-stdout":  # 8 MiB a call, six calls: what is kept is the cap's, per stream
-        assert len(attacked.log) <= 2 * 2 * (1 << 20), len(attacked.log)
 
 
 # Not the memory hog without cgroups: there RLIMIT_DATA may fail its malloc before the watchdog samples,
