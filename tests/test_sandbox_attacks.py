@@ -141,6 +141,7 @@ def check_attack(name: str, variant: Sample, result: Result, limit_s: float = 3.
 # Alone on each backend: the attacks whose checks here are more than a class's (the harness's own view of the network,
 # the paths written outside, the cached inputs' digests). Every other attack is held to `check_attack` in its class.
 ALONE = ("attack-network", "attack-write-outside", "attack-mutate-inputs")
+INPUT_ATTACKS = ("attack-write-outside", "attack-mutate-inputs")  # what they write must leave the cached inputs as they were
 
 
 @pytest.mark.parametrize("backend, name", [(backend, name) for backend in ("local", "docker") for name in ALONE],
@@ -157,6 +158,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
     # 3 s before the limit under test (memory, files, output) ends it. At 30 s, one that no limit ends still
     # times out, and fails its expected status.
     limited = flash if variant.expect == "timeout" else with_time_limit(flash, 30.0)
+    if name in INPUT_ATTACKS:  # the reference first, under the same secret: the attack's inputs are then in the cache
+        grade_variant(limited, None, tmp_path, cache_dir, sandbox=backend, secret=SECRET)
     inputs_before = _inputs_digests(cache_dir)  # the entries earlier gradings left: an attack must change none
     result, _ = grade_attack(name, limited, backend, tmp_path, cache_dir)
     check_attack(name, variant, result)
@@ -172,6 +175,8 @@ def test_attack_is_contained(name: str, backend: str, flash: Assignment, tmp_pat
         for path in ESCAPES:
             assert not path.exists(), path
         assert not any(path.name == "pwned" for path in _cached_inputs(cache_dir)) and not (cache_dir / "pwned").exists()
+    if name in INPUT_ATTACKS:  # the inputs it was given, or found, are copies
+        assert inputs_before, "no cached inputs to compare"
         inputs_after = _inputs_digests(cache_dir)
         assert {path: inputs_after.get(path) for path in inputs_before} == inputs_before
 
