@@ -7,7 +7,7 @@ is served from an earlier secret's cache): what an instructor's batch does once 
 this machine cannot grade (a GPU pack without a GPU, torch missing) is skipped with the reason. --budget-s gives each
 pack that many seconds: its grades stop there, and the line says how many secrets it got (what was measured, never
 extrapolated). --jobs grades that many secrets at once, in processes of their own, after the first (which builds
-what the rest reuse): a GPU runner's 16 cores sweep 50 secrets of a GPU pack within one device call.
+what the rest reuse).
 Exits 1 where any grade missed full marks, with the kernels and their messages.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import shutil
 import multiprocessing
+import shutil
 import statistics
 import sys
 import tempfile
